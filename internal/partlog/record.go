@@ -1,0 +1,31 @@
+package partlog
+
+// Header is one record header. Keys need not be unique; order is kept.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// MessageID is a record's unique id: a UUIDv7 made by the client library,
+// or by the broker when the client sent none. The zero value means "none".
+type MessageID [16]byte
+
+// IsZero reports whether id is unset.
+func (id MessageID) IsZero() bool { return id == MessageID{} }
+
+// Record is one message as a producer sends it and a consumer sees it.
+//
+// Slices in a Record returned by a decoder alias the buffer it decoded;
+// the caller must copy them if it keeps them after reusing that buffer.
+type Record struct {
+	// Offset is the record's position in its partition, dense and
+	// increasing. It is assigned by the log on append; producers leave it 0.
+	Offset    int64
+	MessageID MessageID
+	// Timestamp is the record's time in Unix nanoseconds.
+	Timestamp int64
+	// Key is nil when the record has no key (distinct from an empty key).
+	Key     []byte
+	Headers []Header
+	Payload []byte
+}
