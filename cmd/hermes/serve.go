@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hermes-mq/hermes/internal/server"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		cfg       server.Config
+		logLevel  string
+		logFormat string
+		shutdown  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a Hermes broker node",
+		Long: `Run a Hermes broker node. Every flag can also be set with an environment
+variable: HERMES_ and the flag name in upper case with _ for -
+(--data-dir is HERMES_DATA_DIR). A flag given on the command line wins.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			return flagsFromEnv(cmd.Flags())
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			logger, err := newLogger(logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
+			cfg.Version = version
+			return serve(cfg, shutdown)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Broker.DataDir, "data-dir", "./data", "directory for partition logs and metadata")
+	f.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:50051", "gRPC listen address")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address for /metrics, /healthz, /readyz")
+	f.StringVar(&cfg.Broker.NodeID, "node-id", "1", "this node's id")
+	f.DurationVar(&cfg.Broker.FsyncInterval, "fsync-interval", 0, "fsync at most this often (0: every group commit); acks always wait for their fsync")
+	f.Int64Var(&cfg.Broker.MaxDiskBytes, "max-disk-bytes", 0, "quota on all partition logs; beyond it publishes get RESOURCE_EXHAUSTED (0: none)")
+	f.Int64Var(&cfg.Broker.MaxQueueBytes, "max-queue-bytes", 64<<20, "publish bytes queued per partition before RESOURCE_EXHAUSTED")
+	f.Int64Var(&cfg.Broker.TailCacheBytes, "tail-cache-bytes", 16<<20, "RAM per partition for the newest records (live readers)")
+	f.IntVar(&cfg.Broker.RingRecords, "ring-records", 65536, "performance-mode records kept in RAM per partition")
+	f.Int64Var(&cfg.Broker.RingBytes, "ring-bytes", 64<<20, "performance-mode bytes kept in RAM per partition")
+	f.DurationVar(&cfg.Broker.RetentionCheck, "retention-check", 30*time.Second, "how often retention deletes old segments")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long a graceful stop may take")
+	return cmd
+}
+
+// flagsFromEnv sets every flag not given on the command line from its
+// HERMES_* environment variable.
+func flagsFromEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		env := "HERMES_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !f.Changed && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+func serve(cfg server.Config, shutdownTimeout time.Duration) error {
+	s, err := server.Start(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    http://%s (/metrics /healthz /readyz)\n  data:    %s\n",
+		version, s.GRPCAddr(), s.HTTPAddr(), cfg.Broker.DataDir)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	var serveErr error
+	select {
+	case sig := <-sigs:
+		cfg.Logger.Info("signal received", "signal", sig.String())
+	case serveErr = <-s.Err():
+		cfg.Logger.Error("listener failed", "err", serveErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		return err
+	}
+	return serveErr
+}
+
+

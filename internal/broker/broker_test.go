@@ -1,0 +1,353 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/meta"
+	"github.com/hermes-mq/hermes/internal/partlog"
+)
+
+func openTest(t *testing.T, dir string, mod func(*Config)) *Broker {
+	t.Helper()
+	cfg := Config{DataDir: dir, GroupTick: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func recs(prefix string, n int) []partlog.Record {
+	out := make([]partlog.Record, n)
+	for i := range out {
+		out[i].Payload = []byte(fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return out
+}
+
+func mustPublish(t *testing.T, b *Broker, req *PublishRequest) *PublishResult {
+	t.Helper()
+	res, err := b.Publish(context.Background(), req)
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	return res
+}
+
+func fetchAll(t *testing.T, b *Broker, topic string, p int32) []partlog.Record {
+	t.Helper()
+	var out []partlog.Record
+	off := int64(0)
+	for {
+		res, err := b.Fetch(context.Background(), FetchRequest{Topic: topic, Partition: p, Offset: off})
+		if err != nil {
+			t.Fatalf("fetch %s/%d@%d: %v", topic, p, off, err)
+		}
+		var next int64
+		out, next, err = DecodeFrom(out, res.Batches, off, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next == off {
+			return out
+		}
+		off = next
+	}
+}
+
+func TestPublishFetchRoundTrip(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	if _, err := b.CreateTopic("orders", TopicConfig{Partitions: 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	// Keyed records go to murmur2(key) % 3; keyless ones to one partition per request.
+	in := recs("k", 30)
+	for i := range in {
+		in[i].Key = []byte(fmt.Sprintf("key-%d", i%5))
+		in[i].Headers = []partlog.Header{{Key: "h", Value: []byte("v")}}
+	}
+	res := mustPublish(t, b, &PublishRequest{Topic: "orders", Partition: AnyPartition, Records: in})
+	if len(res.Acks) != 30 || res.Mode != ModeConsistent {
+		t.Fatalf("acks = %d, mode %v", len(res.Acks), res.Mode)
+	}
+	seen := 0
+	for p := int32(0); p < 3; p++ {
+		got := fetchAll(t, b, "orders", p)
+		for i, r := range got {
+			if r.Offset != int64(i) || r.MessageID.IsZero() || r.Timestamp == 0 {
+				t.Fatalf("partition %d record %d: %+v", p, i, r)
+			}
+		}
+		seen += len(got)
+	}
+	if seen != 30 {
+		t.Fatalf("fetched %d records, want 30", seen)
+	}
+	// Same key, same partition.
+	for i := range in {
+		if res.Acks[i].Partition != res.Acks[i%5].Partition {
+			t.Fatalf("key-%d went to %d and %d", i%5, res.Acks[i%5].Partition, res.Acks[i].Partition)
+		}
+	}
+	// A packed batch with ids and timestamps from the client is stored as is.
+	batch := partlog.AppendBatch(nil, 0, []partlog.Record{{MessageID: partlog.MessageID{1}, Timestamp: 42, Payload: []byte("x")}})
+	res = mustPublish(t, b, &PublishRequest{Topic: "orders", Partition: 1, Batch: batch})
+	if res.Count != 1 || res.Partition != 1 {
+		t.Fatalf("batch result %+v", res)
+	}
+	got := fetchAll(t, b, "orders", 1)
+	last := got[len(got)-1]
+	if last.MessageID != (partlog.MessageID{1}) || last.Timestamp != 42 || last.Offset != res.BaseOffset {
+		t.Fatalf("stored batch record %+v", last)
+	}
+}
+
+func TestErrorsAreTyped(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	if _, err := b.CreateTopic("t", TopicConfig{Partitions: 2, MaxMessageBytes: 100}, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"exists", func() error { _, err := b.CreateTopic("t", TopicConfig{}, false); return err }(), ErrTopicExists},
+		{"bad name", func() error { _, err := b.CreateTopic("a/b", TopicConfig{}, false); return err }(), ErrInvalidTopicName},
+		{"long name", func() error { _, err := b.CreateTopic(string(make([]byte, 250)), TopicConfig{}, false); return err }(), ErrInvalidTopicName},
+		{"bad partitions", func() error { _, err := b.CreateTopic("u", TopicConfig{Partitions: -1}, false); return err }(), ErrInvalidArgument},
+		{"unknown topic", func() error {
+			_, err := b.Publish(ctx, &PublishRequest{Topic: "nope", Partition: AnyPartition, Records: recs("x", 1)})
+			return err
+		}(), ErrTopicNotFound},
+		{"too large", func() error {
+			_, err := b.Publish(ctx, &PublishRequest{Topic: "t", Partition: AnyPartition, Records: []partlog.Record{{Payload: make([]byte, 101)}}})
+			return err
+		}(), ErrMessageTooLarge},
+		{"bad partition", func() error {
+			_, err := b.Publish(ctx, &PublishRequest{Topic: "t", Partition: 2, Records: recs("x", 1)})
+			return err
+		}(), ErrPartitionNotFound},
+		{"corrupt batch", func() error {
+			_, err := b.Publish(ctx, &PublishRequest{Topic: "t", Partition: 0, Batch: []byte("garbage garbage garbage garbage garbage garbage garbage garbage")})
+			return err
+		}(), ErrCorruptBatch},
+		{"negative offset", func() error {
+			_, err := b.Fetch(ctx, FetchRequest{Topic: "t", Offset: -1})
+			return err
+		}(), ErrInvalidArgument},
+		{"offset past end", func() error {
+			_, err := b.Fetch(ctx, FetchRequest{Topic: "t", Offset: 5})
+			return err
+		}(), ErrOffsetOutOfRange},
+		{"unknown group", func() error { _, err := b.DescribeGroup("g"); return err }(), ErrGroupNotFound},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: err = %v, want %v", c.name, c.err, c.want)
+		}
+	}
+	// The broker still serves after all of that.
+	mustPublish(t, b, &PublishRequest{Topic: "t", Partition: 0, Records: recs("ok", 1)})
+}
+
+func TestPerformanceModeStaysInMemory(t *testing.T) {
+	dir := t.TempDir()
+	b := openTest(t, dir, nil)
+	b.CreateTopic("live", TopicConfig{}, false)
+	sub, err := b.Subscribe(SubscribeOptions{Topic: "live", IncludePerformance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	res := mustPublish(t, b, &PublishRequest{Topic: "live", Partition: AnyPartition, Mode: ModePerformance, Records: recs("p", 5)})
+	if res.Acks[4].Offset != 4 {
+		t.Fatalf("ring offsets %+v", res.Acks)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := sub.Poll(ctx, 100, 1<<20)
+	if err != nil || len(d.Records) != 5 || d.Records[0].Mode != ModePerformance {
+		t.Fatalf("poll = %+v, %v", d, err)
+	}
+	ti, _ := b.Topic("live")
+	if ti.Partitions[0].EndOffset != 0 || ti.Partitions[0].RingEnd != 5 {
+		t.Fatalf("partition info %+v", ti.Partitions[0])
+	}
+}
+
+func poll(t *testing.T, s *Subscription, max int) *Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := s.Poll(ctx, max, 1<<20)
+	if err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	return d
+}
+
+func TestGroupRebalanceAndResume(t *testing.T) {
+	dir := t.TempDir()
+	b := openTest(t, dir, nil)
+	b.CreateTopic("jobs", TopicConfig{Partitions: 4}, false)
+	a, err := b.Subscribe(SubscribeOptions{Topic: "jobs", Group: "workers", Start: StartPosition{Kind: StartEarliest}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := poll(t, a, 10); d.Assignment == nil || len(d.Assignment.Partitions) != 4 {
+		t.Fatalf("first member assignment %+v", d.Assignment)
+	}
+	c, _ := b.Subscribe(SubscribeOptions{Topic: "jobs", Group: "workers", Start: StartPosition{Kind: StartEarliest}})
+	da, dc := poll(t, a, 10), poll(t, c, 10)
+	if len(da.Assignment.Partitions) != 2 || len(dc.Assignment.Partitions) != 2 {
+		t.Fatalf("after join: a=%v c=%v", da.Assignment, dc.Assignment)
+	}
+	for p := int32(0); p < 4; p++ {
+		mustPublish(t, b, &PublishRequest{Topic: "jobs", Partition: p, Records: recs("j", 3)})
+	}
+	// c consumes one partition and commits; then leaves.
+	d := poll(t, c, 100)
+	if err := c.Commit([]meta.Offset{{Topic: "jobs", Partition: d.Partition, Offset: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit([]meta.Offset{{Topic: "jobs", Partition: d.Partition, Offset: 3}}); !errors.Is(err, ErrNotAssigned) {
+		t.Fatalf("commit by non-owner: %v", err)
+	}
+	c.Close()
+	if d := poll(t, a, 10); d.Assignment == nil || len(d.Assignment.Partitions) != 4 {
+		t.Fatalf("after leave: %+v", d)
+	}
+	got := map[int32]int{}
+	for i := 0; i < 3; i++ { // three partitions have records to deliver
+		d := poll(t, a, 100)
+		got[d.Partition] += len(d.Records)
+	}
+	// The committed partition resumes after its 3 records; the others from
+	// the start (never committed).
+	for p := int32(0); p < 4; p++ {
+		want := 3
+		if p == d.Partition {
+			want = 0
+		}
+		if got[p] != want {
+			t.Errorf("partition %d delivered %d, want %d (got %v)", p, got[p], want, got)
+		}
+	}
+	a.Close()
+	desc, err := b.DescribeGroup("workers")
+	if err != nil || len(desc.Partitions) != 4 {
+		t.Fatalf("describe: %+v %v", desc, err)
+	}
+	b.Close()
+
+	b2 := openTest(t, dir, nil)
+	desc, err = b2.DescribeGroup("workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range desc.Partitions {
+		if p.Partition == d.Partition && (p.Committed != 3 || p.Lag != 0) {
+			t.Errorf("after restart partition %d committed %d lag %d", p.Partition, p.Committed, p.Lag)
+		}
+	}
+}
+
+func TestPerMessageAckRedeliveryAndDeadLetter(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	b.CreateTopic("tasks", TopicConfig{}, false)
+	mustPublish(t, b, &PublishRequest{Topic: "tasks", Partition: 0, Records: recs("t", 3)})
+	s, err := b.Subscribe(SubscribeOptions{
+		Topic: "tasks", Group: "g", AckMode: AckPerMessage, Start: StartPosition{Kind: StartEarliest},
+		AckWait: 30 * time.Millisecond, MaxDeliveries: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	poll(t, s, 10) // assignment
+	d := poll(t, s, 10)
+	if len(d.Records) != 3 {
+		t.Fatalf("first delivery %d records", len(d.Records))
+	}
+	if err := s.Ack(0, []int64{0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	// Offset 1 is not acked: redelivered after the ack wait, count 2.
+	d = poll(t, s, 10)
+	if len(d.Records) != 1 || d.Records[0].Offset != 1 || d.Records[0].DeliveryCount != 2 {
+		t.Fatalf("redelivery %+v", d.Records)
+	}
+	// Not acked again: at max deliveries it goes to the DLQ and counts as done.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		s.Poll(ctx, 10, 1<<20)
+		cancel()
+		if ti, err := b.Topic("tasks.dlq"); err == nil && ti.Partitions[0].EndOffset == 1 {
+			break
+		}
+	}
+	dlq := fetchAll(t, b, "tasks.dlq", 0)
+	if len(dlq) != 1 || string(dlq[0].Payload) != "t-1" {
+		t.Fatalf("dlq = %+v", dlq)
+	}
+	desc, _ := b.DescribeGroup("g")
+	if desc.Partitions[0].Committed != 3 {
+		t.Fatalf("committed after DLQ = %d, want 3", desc.Partitions[0].Committed)
+	}
+}
+
+func TestRestartKeepsAcknowledgedRecords(t *testing.T) {
+	dir := t.TempDir()
+	b := openTest(t, dir, nil)
+	b.CreateTopic("d", TopicConfig{Partitions: 2}, false)
+	for i := 0; i < 50; i++ {
+		mustPublish(t, b, &PublishRequest{Topic: "d", Partition: int32(i % 2), Mode: ModeEventual, Records: recs("r", 10)})
+	}
+	b.Close()
+	b = openTest(t, dir, nil)
+	for p := int32(0); p < 2; p++ {
+		if got := fetchAll(t, b, "d", p); len(got) != 250 {
+			t.Fatalf("partition %d has %d records after restart", p, len(got))
+		}
+	}
+	if err := b.DeleteTopic("d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Topic("d"); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("deleted topic: %v", err)
+	}
+	if _, err := b.CreateTopic("d", TopicConfig{}, false); err != nil {
+		t.Fatalf("recreate: %v", err)
+	}
+}
+
+func TestQueueBoundIsRetriable(t *testing.T) {
+	b := openTest(t, t.TempDir(), func(c *Config) { c.MaxQueueBytes = 1; c.FsyncInterval = 200 * time.Millisecond })
+	b.CreateTopic("q", TopicConfig{}, false)
+	var rejected error
+	done := make(chan struct{}, 64)
+	for i := 0; i < 64 && rejected == nil; i++ {
+		b.PublishAsync(&PublishRequest{Topic: "q", Partition: 0, Records: recs("q", 10)}, func(_ *PublishResult, err error) {
+			if err != nil && rejected == nil {
+				rejected = err
+			}
+			done <- struct{}{}
+		})
+	}
+	if !errors.Is(rejected, ErrResourceExhausted) || !Retriable(rejected) || RetryAfter(rejected) <= 0 {
+		t.Fatalf("expected a retriable ErrResourceExhausted with a hint, got %v", rejected)
+	}
+}

@@ -1,0 +1,160 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/partlog"
+)
+
+// commit appends the data requests of pending, fsyncs once, publishes the
+// new high watermark and acknowledges them. Control requests run in queue
+// order, after the data before them is durable.
+//
+// Only the writer goroutine calls it.
+func (p *partition) commit(pending []*writeReq) {
+	from := 0
+	for i, r := range pending {
+		if r.control == nil {
+			continue
+		}
+		p.commitData(pending[from:i])
+		r.control()
+		from = i + 1
+	}
+	p.commitData(pending[from:])
+}
+
+func (p *partition) commitData(reqs []*writeReq) {
+	if len(reqs) == 0 {
+		return
+	}
+	bases := make([]int64, len(reqs))
+	err := p.storageErr()
+	records := 0
+	for i, r := range reqs {
+		p.queued.Add(-int64(len(r.batch)))
+		if err != nil {
+			break
+		}
+		// Rebase the caller's batch itself (the tail cache keeps it) and
+		// append it as is: one CRC computation, not two.
+		bases[i] = p.log.NextOffset()
+		partlog.SetBaseOffset(r.batch, bases[i])
+		err = p.log.AppendRaw(r.batch)
+		records += r.records
+	}
+	if err == nil {
+		start := time.Now()
+		err = p.log.Sync()
+		p.b.m.fsyncLatency.Observe(time.Since(start).Seconds())
+		p.b.m.commitRecords.Observe(float64(records))
+	}
+	if err != nil {
+		p.fail(err)
+		for _, r := range reqs {
+			r.done(0, errorf(ErrUnavailable, "partition %s/%d storage failed: %v", p.t.name, p.id, p.storageErr()))
+		}
+		return
+	}
+	p.mu.Lock()
+	for i, r := range reqs {
+		p.tail.add(bases[i], bases[i]+int64(r.records), r.batch)
+	}
+	p.hw = p.log.NextOffset()
+	p.mu.Unlock()
+	p.t.broadcast()
+	now := time.Now()
+	for i, r := range reqs {
+		p.b.m.publishLatency.WithLabelValues(r.mode.String()).Observe(now.Sub(r.enq).Seconds())
+		r.done(bases[i], nil)
+	}
+}
+
+// fail marks the partition failed after a storage error. The log's state
+// past the last fsync is unknown (an fsync that failed may have dropped
+// dirty pages), so the partition refuses all I/O until the broker restarts
+// and recovery truncates the log to its last valid batch.
+func (p *partition) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed == nil {
+		p.failed = err
+		p.tail.reset()
+		p.b.log.Error("partition storage failed; refusing I/O until restart",
+			"topic", p.t.name, "partition", p.id, "err", err)
+	}
+}
+
+func (p *partition) storageErr() error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.failed
+}
+
+// enforceRetention runs on the writer goroutine (as a control request).
+func (p *partition) enforceRetention(now time.Time) {
+	if p.storageErr() != nil {
+		return
+	}
+	n, err := p.log.EnforceRetention(now)
+	if err != nil {
+		p.b.log.Error("retention failed", "topic", p.t.name, "partition", p.id, "err", err)
+		return
+	}
+	if n > 0 {
+		p.mu.Lock()
+		p.start = p.log.StartOffset()
+		p.mu.Unlock()
+		p.b.log.Info("retention deleted segments", "topic", p.t.name, "partition", p.id,
+			"segments", n, "start_offset", p.log.StartOffset())
+	}
+}
+
+// readBatches returns committed batches from offset: from the tail cache
+// when it covers offset, else from the segment files. The first batch may
+// start below offset. The slices must not be modified.
+func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, start, hw int64, err error) {
+	p.mu.RLock()
+	start, hw, failed := p.start, p.hw, p.failed
+	if failed != nil {
+		p.mu.RUnlock()
+		return nil, start, hw, errorf(ErrUnavailable, "partition %s/%d storage failed: %v", p.t.name, p.id, failed)
+	}
+	if offset < start || offset > hw {
+		p.mu.RUnlock()
+		return nil, start, hw, errorf(ErrOffsetOutOfRange, "offset %d is outside [%d, %d] of %s/%d", offset, start, hw, p.t.name, p.id)
+	}
+	if offset == hw {
+		p.mu.RUnlock()
+		return nil, start, hw, nil
+	}
+	if cached, ok := p.tail.read(offset, maxBytes); ok {
+		p.mu.RUnlock()
+		return cached, start, hw, nil
+	}
+	p.mu.RUnlock()
+	raw, err := p.log.Read(offset, maxBytes, hw)
+	if errors.Is(err, partlog.ErrOffsetOutOfRange) { // retention ran meanwhile
+		return nil, start, hw, errorf(ErrOffsetOutOfRange, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+	}
+	if err != nil {
+		return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+	}
+	for len(raw) > 0 {
+		h, err := partlog.ParseBatch(raw)
+		if err != nil {
+			return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+		}
+		batches = append(batches, raw[:h.Size()])
+		raw = raw[h.Size():]
+	}
+	return batches, start, hw, nil
+}
+
+// offsets returns the partition's start offset and high watermark.
+func (p *partition) offsets() (start, hw int64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.start, p.hw
+}

@@ -1,0 +1,178 @@
+package broker
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Mode is a publish's delivery mode: when the publisher is acknowledged.
+type Mode uint8
+
+const (
+	// ModeDefault uses the topic's default mode.
+	ModeDefault Mode = iota
+	// ModeConsistent acks after a quorum commit, fsynced on each replica
+	// (on a single node: after the local fsync).
+	ModeConsistent
+	// ModeEventual acks after the leader's local fsync.
+	ModeEventual
+	// ModePerformance keeps records in memory only, never on disk.
+	ModePerformance
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeConsistent:
+		return "consistent"
+	case ModeEventual:
+		return "eventual"
+	case ModePerformance:
+		return "performance"
+	}
+	return "default"
+}
+
+// ParseMode parses "consistent", "eventual", "performance" or "" (default).
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "", "default":
+		return ModeDefault, nil
+	case "consistent":
+		return ModeConsistent, nil
+	case "eventual":
+		return ModeEventual, nil
+	case "performance":
+		return ModePerformance, nil
+	}
+	return 0, errorf(ErrInvalidArgument, "unknown delivery mode %q (want consistent, eventual or performance)", s)
+}
+
+// Topic limits and defaults.
+const (
+	DefaultPartitions      = 1
+	MaxPartitions          = 1024
+	DefaultMaxMessageBytes = 1 << 20
+	MaxMaxMessageBytes     = 16 << 20 // must fit one batch (partlog.MaxBatchBytes)
+	DefaultSegmentBytes    = 64 << 20
+	MinSegmentBytes        = 1 << 20
+)
+
+// TopicConfig is a topic's configuration. The zero value of each field
+// means its default.
+type TopicConfig struct {
+	Partitions      int32         `json:"partitions"`
+	RetentionAge    time.Duration `json:"retention_age,omitempty"`
+	RetentionBytes  int64         `json:"retention_bytes,omitempty"`
+	MaxMessageBytes int32         `json:"max_message_bytes"`
+	DefaultMode     Mode          `json:"default_mode"`
+	SegmentBytes    int64         `json:"segment_bytes"`
+}
+
+// withDefaults validates c and fills in defaults.
+func (c TopicConfig) withDefaults() (TopicConfig, error) {
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.Partitions < 0 || c.Partitions > MaxPartitions {
+		return c, errorf(ErrInvalidArgument, "partitions must be 1 to %d, got %d", MaxPartitions, c.Partitions)
+	}
+	if c.RetentionAge < 0 || c.RetentionBytes < 0 {
+		return c, errorf(ErrInvalidArgument, "retention must not be negative")
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxMessageBytes < 0 || c.MaxMessageBytes > MaxMaxMessageBytes {
+		return c, errorf(ErrInvalidArgument, "max message bytes must be 1 to %d, got %d", MaxMaxMessageBytes, c.MaxMessageBytes)
+	}
+	if c.DefaultMode == ModeDefault {
+		c.DefaultMode = ModeConsistent
+	}
+	if c.DefaultMode > ModePerformance {
+		return c, errorf(ErrInvalidArgument, "unknown default mode %d", c.DefaultMode)
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.SegmentBytes < MinSegmentBytes {
+		return c, errorf(ErrInvalidArgument, "segment bytes must be at least %d, got %d", MinSegmentBytes, c.SegmentBytes)
+	}
+	return c, nil
+}
+
+// Config configures a Broker. Zero fields take the defaults named.
+type Config struct {
+	// DataDir holds topics/ (partition logs) and meta/ (Pebble). Required.
+	DataDir string
+	NodeID  string
+	Logger  *slog.Logger
+	// Registerer receives the broker's metrics; nil = a private registry.
+	Registerer prometheus.Registerer
+
+	// FsyncInterval: 0 fsyncs every group commit (default). A positive value
+	// fsyncs at most that often, and acks still wait for the fsync that
+	// covers them: fewer fsyncs, higher latency, never a weaker guarantee.
+	FsyncInterval time.Duration
+	// MaxCommitBytes bounds the bytes one group commit takes (default 8 MiB).
+	MaxCommitBytes int
+	// MaxQueueBytes bounds publish bytes queued per partition before the
+	// writer takes them (default 64 MiB); beyond it publishes fail with a
+	// retriable ErrResourceExhausted.
+	MaxQueueBytes int64
+	// MaxDiskBytes is a quota on all partition logs (0 = none). Beyond it
+	// durable publishes fail with a retriable ErrResourceExhausted.
+	MaxDiskBytes int64
+	// TailCacheBytes is the RAM per partition kept for live readers
+	// (default 16 MiB).
+	TailCacheBytes int64
+	// RingRecords and RingBytes bound each partition's in-memory ring of
+	// performance records (defaults 65536 and 64 MiB).
+	RingRecords int
+	RingBytes   int64
+	// RetentionCheck is how often retention runs (default 30s).
+	RetentionCheck time.Duration
+	// GroupTick is how often sessions expire, ack deadlines fire and
+	// ack-driven offsets are persisted (default 100ms).
+	GroupTick time.Duration
+	// MaxSubscriptions bounds open subscriptions (default 10000).
+	MaxSubscriptions int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.NodeID == "" {
+		c.NodeID = "1"
+	}
+	if c.MaxCommitBytes == 0 {
+		c.MaxCommitBytes = 8 << 20
+	}
+	if c.MaxQueueBytes == 0 {
+		c.MaxQueueBytes = 64 << 20
+	}
+	if c.TailCacheBytes == 0 {
+		c.TailCacheBytes = 16 << 20
+	}
+	if c.RingRecords == 0 {
+		c.RingRecords = 65536
+	}
+	if c.RingBytes == 0 {
+		c.RingBytes = 64 << 20
+	}
+	if c.RetentionCheck == 0 {
+		c.RetentionCheck = 30 * time.Second
+	}
+	if c.GroupTick == 0 {
+		c.GroupTick = 100 * time.Millisecond
+	}
+	if c.MaxSubscriptions == 0 {
+		c.MaxSubscriptions = 10000
+	}
+	return c
+}

@@ -1,0 +1,76 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Error kinds the broker returns. Adapters map each kind to their
+// protocol's code in one table and test with errors.Is, never by text.
+var (
+	// ErrInvalidArgument: a request field is malformed or out of bounds.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrInvalidTopicName: a topic (or group) name breaks the naming rule.
+	ErrInvalidTopicName = errors.New("invalid name")
+	// ErrTopicNotFound: no topic of that name.
+	ErrTopicNotFound = errors.New("topic not found")
+	// ErrTopicExists: CreateTopic of an existing topic.
+	ErrTopicExists = errors.New("topic already exists")
+	// ErrPartitionNotFound: the topic has no such partition.
+	ErrPartitionNotFound = errors.New("partition not found")
+	// ErrMessageTooLarge: a record exceeds the topic's max message size.
+	ErrMessageTooLarge = errors.New("message too large")
+	// ErrCorruptBatch: a packed batch failed validation (framing or CRC).
+	ErrCorruptBatch = errors.New("corrupt batch")
+	// ErrOffsetOutOfRange: an offset below the log start or past its end.
+	ErrOffsetOutOfRange = errors.New("offset out of range")
+	// ErrResourceExhausted: a bound was reached (queue bytes, disk quota).
+	// Retriable; RetryAfter tells when.
+	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrGroupNotFound: no group of that name (no members, no offsets).
+	ErrGroupNotFound = errors.New("group not found")
+	// ErrNotAssigned: a member acted on a partition it does not own.
+	ErrNotAssigned = errors.New("partition not assigned to this member")
+	// ErrUnknownMember: the member left or its session expired.
+	ErrUnknownMember = errors.New("unknown group member")
+	// ErrGroupNotEmpty: an administrative commit while members own the partitions.
+	ErrGroupNotEmpty = errors.New("group has live members")
+	// ErrUnavailable: the broker or partition cannot serve now (closing,
+	// failed storage). Retriable.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// Retriable reports whether err is of a kind a client may retry unchanged.
+func Retriable(err error) bool {
+	return errors.Is(err, ErrResourceExhausted) || errors.Is(err, ErrUnavailable)
+}
+
+// kindError carries a kind, a detail message and an optional retry hint.
+type kindError struct {
+	kind       error
+	msg        string
+	retryAfter time.Duration
+}
+
+func (e *kindError) Error() string { return e.kind.Error() + ": " + e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// errorf makes an error of the given kind with a formatted detail.
+func errorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// exhausted makes a retriable ErrResourceExhausted with a retry hint.
+func exhausted(after time.Duration, format string, args ...any) error {
+	return &kindError{kind: ErrResourceExhausted, msg: fmt.Sprintf(format, args...), retryAfter: after}
+}
+
+// RetryAfter returns the retry hint carried by err, or 0.
+func RetryAfter(err error) time.Duration {
+	var ke *kindError
+	if errors.As(err, &ke) {
+		return ke.retryAfter
+	}
+	return 0
+}

@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/partlog"
+)
+
+// Fetch limits.
+const (
+	DefaultFetchBytes = 1 << 20
+	MaxFetchBytes     = 64 << 20
+	MaxFetchWait      = 30 * time.Second
+)
+
+// FetchRequest pulls committed records of one partition.
+type FetchRequest struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// MaxBytes bounds the answer (default 1 MiB); at least one batch is
+	// returned when one is available, however large.
+	MaxBytes int
+	// MaxWait is how long to wait for records when there are none.
+	MaxWait time.Duration
+}
+
+// FetchResult holds whole batches. The first may start below the requested
+// offset; callers skip those records. The batches are shared with the
+// broker's cache and must not be modified.
+type FetchResult struct {
+	Batches       [][]byte
+	StartOffset   int64
+	HighWatermark int64
+}
+
+// Fetch returns committed records from req.Offset, waiting up to MaxWait
+// when there are none yet. An offset below the start or past the high
+// watermark is ErrOffsetOutOfRange.
+func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, error) {
+	if req.Offset < 0 {
+		return nil, errorf(ErrInvalidArgument, "offset must not be negative, got %d", req.Offset)
+	}
+	if req.MaxBytes < 0 || req.MaxBytes > MaxFetchBytes {
+		return nil, errorf(ErrInvalidArgument, "max bytes must be 0 to %d, got %d", MaxFetchBytes, req.MaxBytes)
+	}
+	if req.MaxBytes == 0 {
+		req.MaxBytes = DefaultFetchBytes
+	}
+	if req.MaxWait < 0 || req.MaxWait > MaxFetchWait {
+		return nil, errorf(ErrInvalidArgument, "max wait must be 0 to %s, got %s", MaxFetchWait, req.MaxWait)
+	}
+	t, err := b.topic(req.Topic)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.partition(req.Partition)
+	if err != nil {
+		return nil, err
+	}
+	var deadline <-chan time.Time
+	if req.MaxWait > 0 {
+		timer := time.NewTimer(req.MaxWait)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	for {
+		changed := t.changed()
+		batches, start, hw, err := p.readBatches(req.Offset, req.MaxBytes)
+		if err != nil || len(batches) > 0 || deadline == nil {
+			if err == nil {
+				b.countConsumed(p, batches)
+			}
+			return &FetchResult{Batches: batches, StartOffset: start, HighWatermark: hw}, err
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			deadline = nil
+		case <-t.deleted:
+			return nil, errorf(ErrTopicNotFound, "topic %q was deleted", t.name)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (b *Broker) countConsumed(p *partition, batches [][]byte) {
+	var recs, size int
+	for _, bt := range batches {
+		h, err := partlog.ParseBatch(bt)
+		if err == nil {
+			recs += int(h.RecordCount)
+		}
+		size += len(bt)
+	}
+	if recs > 0 {
+		b.m.consumedRecords.WithLabelValues(p.label).Add(float64(recs))
+		b.m.consumedBytes.WithLabelValues(p.label).Add(float64(size))
+	}
+}
+
+// OffsetForTime returns the first offset of a partition whose timestamp is
+// at or after ts (Unix nanoseconds), or the high watermark if none is.
+func (b *Broker) OffsetForTime(topic string, partition int32, ts int64) (int64, error) {
+	t, err := b.topic(topic)
+	if err != nil {
+		return 0, err
+	}
+	p, err := t.partition(partition)
+	if err != nil {
+		return 0, err
+	}
+	off, err := p.log.OffsetForTime(ts)
+	if err != nil {
+		return 0, errorf(ErrUnavailable, "offset for time on %s/%d: %v", topic, partition, err)
+	}
+	if _, hw := p.offsets(); off > hw {
+		off = hw
+	}
+	return off, nil
+}
+
+// DecodeFrom decodes the records of batches with offsets in [from, ...),
+// at most max of them (max <= 0: all), appending to dst. It returns the
+// records and the offset after the last one returned (from if none).
+func DecodeFrom(dst []partlog.Record, batches [][]byte, from int64, max int) ([]partlog.Record, int64, error) {
+	next := from
+	for _, bt := range batches {
+		start := len(dst)
+		var err error
+		dst, err = partlog.DecodeRecords(dst, bt)
+		if err != nil {
+			return dst[:start], next, err
+		}
+		keep := dst[:start]
+		for _, r := range dst[start:] {
+			if r.Offset < from || (max > 0 && len(keep) >= max) {
+				continue
+			}
+			keep = append(keep, r)
+			next = r.Offset + 1
+		}
+		dst = keep
+		if max > 0 && len(dst) >= max {
+			break
+		}
+	}
+	return dst, next, nil
+}

@@ -1,0 +1,511 @@
+package broker
+
+import (
+	"errors"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/group"
+	"github.com/hermes-mq/hermes/internal/meta"
+)
+
+// groupManager runs the consumer groups of this node: membership through
+// the deterministic group.Group, the committed offsets (in memory, durable
+// in the meta store), and the per-message ack trackers.
+//
+// Lock order: groupManager.mu, then Subscription.mu. No partition lock or
+// I/O is taken while holding mu, except where noted.
+type groupManager struct {
+	b      *Broker
+	mu     sync.Mutex
+	groups map[string]*groupState
+	closed bool
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// groupState is one group. Guarded by groupManager.mu.
+type groupState struct {
+	name    string
+	g       *group.Group
+	subs    map[string]*Subscription // by member id
+	offsets map[topicPartition]*offsetState
+	timeout time.Duration
+}
+
+// offsetState is the group's progress on one partition.
+type offsetState struct {
+	committed int64 // next offset to consume; -1 when nothing is committed
+	persisted int64 // what the meta store holds; -1 when nothing
+	tracker   *group.Tracker
+}
+
+func newGroupManager(b *Broker) *groupManager {
+	return &groupManager{b: b, groups: make(map[string]*groupState)}
+}
+
+// load reads the committed offsets of every group from the meta store.
+func (m *groupManager) load() error {
+	offsets, err := m.b.meta.AllOffsets()
+	if err != nil {
+		return err
+	}
+	for _, o := range offsets {
+		gs := m.state(o.Group, 0)
+		gs.offsets[topicPartition{o.Topic, o.Partition}] = &offsetState{committed: o.Offset, persisted: o.Offset}
+	}
+	return nil
+}
+
+// state returns the group, creating it. Lock: m.mu held.
+func (m *groupManager) state(name string, timeout time.Duration) *groupState {
+	gs, ok := m.groups[name]
+	if !ok {
+		if timeout <= 0 {
+			timeout = group.DefaultSessionTimeout
+		}
+		gs = &groupState{
+			name: name, subs: make(map[string]*Subscription),
+			offsets: make(map[topicPartition]*offsetState), timeout: timeout,
+			g: group.New(name, group.Config{SessionTimeout: timeout}),
+		}
+		m.groups[name] = gs
+	}
+	return gs
+}
+
+func (gs *groupState) offset(tp topicPartition) *offsetState {
+	os, ok := gs.offsets[tp]
+	if !ok {
+		os = &offsetState{committed: -1, persisted: -1}
+		gs.offsets[tp] = os
+	}
+	return os
+}
+
+func (m *groupManager) join(s *Subscription) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errorf(ErrUnavailable, "broker is shutting down")
+	}
+	gs := m.state(s.opts.Group, s.opts.SessionTimeout)
+	if len(gs.subs) == 0 && s.opts.SessionTimeout > 0 && s.opts.SessionTimeout != gs.timeout {
+		gs.timeout = s.opts.SessionTimeout
+		gs.g = group.New(gs.name, group.Config{SessionTimeout: gs.timeout})
+	}
+	ch, err := gs.g.Join(s.memberID, s.t.name, int32(len(s.t.parts)), time.Now())
+	if err != nil {
+		return errorf(ErrInvalidArgument, "join group %q: %v", gs.name, err)
+	}
+	s.gs = gs
+	gs.subs[s.memberID] = s
+	m.apply(gs, ch)
+	s.mu.Lock()
+	s.announce = true
+	s.mu.Unlock()
+	m.b.log.Info("group member joined", "group", gs.name, "member", s.memberID, "client", s.opts.ClientID,
+		"topic", s.t.name, "generation", gs.g.Generation())
+	return nil
+}
+
+func (m *groupManager) leave(s *Subscription) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	gs := s.gs
+	if gs.subs[s.memberID] != s {
+		return
+	}
+	delete(gs.subs, s.memberID)
+	ch, err := gs.g.Leave(s.memberID)
+	if err != nil {
+		return
+	}
+	m.apply(gs, ch)
+	m.b.log.Info("group member left", "group", gs.name, "member", s.memberID, "generation", gs.g.Generation())
+}
+
+func (m *groupManager) heartbeat(s *Subscription) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := s.gs.g.Heartbeat(s.memberID, time.Now()); err != nil {
+		return errorf(ErrUnknownMember, "member %s of group %q: session ended", s.memberID, s.gs.name)
+	}
+	return nil
+}
+
+func (m *groupManager) sessionTimeout(s *Subscription) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return s.gs.timeout
+}
+
+// apply carries out assignment changes: revoked partitions stop (their
+// ack trackers are dropped: the next owner starts from the committed
+// offset, so what was not acked is delivered again), then assigned ones
+// start from the committed offset or the member's start position.
+// Lock: m.mu held.
+func (m *groupManager) apply(gs *groupState, ch group.Changes) {
+	for _, mc := range ch.Members {
+		s := gs.subs[mc.ID]
+		for _, pid := range mc.Revoked {
+			gs.offset(topicPartition{mc.Topic, pid}).tracker = nil
+		}
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		for _, pid := range mc.Revoked {
+			s.removePartition(pid)
+		}
+		s.mu.Unlock()
+	}
+	for _, mc := range ch.Members {
+		s := gs.subs[mc.ID]
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		for _, pid := range mc.Assigned {
+			m.startPartition(gs, s, pid)
+		}
+		s.generation = ch.Generation
+		s.announce = true
+		s.signal()
+		s.mu.Unlock()
+	}
+}
+
+// startPartition begins delivery of pid to s. Lock: m.mu and s.mu held.
+func (m *groupManager) startPartition(gs *groupState, s *Subscription, pid int32) {
+	p := s.t.parts[pid]
+	os := gs.offset(topicPartition{s.t.name, pid})
+	from := os.committed
+	start, hw := p.offsets()
+	if from < 0 || from > hw {
+		var err error
+		if from, err = m.b.resolveStart(p, s.opts.Start); err != nil {
+			from = hw
+		}
+	}
+	if from < start {
+		from = start
+	}
+	s.addPartition(pid, from)
+	if s.opts.AckMode == AckPerMessage {
+		os.tracker = group.NewTracker(from, group.TrackerConfig{
+			AckWait: s.opts.AckWait, MaxDeliveries: s.opts.MaxDeliveries, MaxPending: s.opts.MaxAckPending,
+		})
+	}
+}
+
+// room is how many new records of pid s may get now (per-message acks).
+func (m *groupManager) room(s *Subscription, pid int32) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	os := s.gs.offsets[topicPartition{s.t.name, pid}]
+	if os == nil || os.tracker == nil {
+		return 0
+	}
+	if os.tracker.Full() {
+		return 0
+	}
+	cfg := s.opts.MaxAckPending
+	if cfg <= 0 {
+		cfg = group.DefaultMaxPending
+	}
+	return cfg - os.tracker.Pending()
+}
+
+// delivered records that [from, to) of pid went to s, and moves its cursor.
+func (m *groupManager) delivered(s *Subscription, pid int32, from, to, gen int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.cursors[pid]; !ok || cur != from || s.generation != gen {
+		return false
+	}
+	s.cursors[pid] = to
+	os := s.gs.offset(topicPartition{s.t.name, pid})
+	switch s.opts.AckMode {
+	case AckAuto:
+		os.committed = to
+	case AckPerMessage:
+		now := time.Now()
+		for off := from; off < to; off++ {
+			os.tracker.Delivered(off, now)
+		}
+	}
+	return true
+}
+
+// commit stores offsets committed by member s (manual mode), after checking
+// s owns each partition. The offsets are durable when it returns nil.
+func (m *groupManager) commit(s *Subscription, offsets []meta.Offset) error {
+	m.mu.Lock()
+	for i := range offsets {
+		o := &offsets[i]
+		o.Group = s.gs.name
+		if owner, ok := s.gs.g.Owner(o.Topic, o.Partition); !ok || owner != s.memberID {
+			m.mu.Unlock()
+			return errorf(ErrNotAssigned, "partition %s/%d is not assigned to member %s", o.Topic, o.Partition, s.memberID)
+		}
+	}
+	m.mu.Unlock()
+	return m.store(s.gs.name, offsets)
+}
+
+// store validates offsets against the partitions and persists them.
+func (m *groupManager) store(groupName string, offsets []meta.Offset) error {
+	for _, o := range offsets {
+		t, err := m.b.topic(o.Topic)
+		if err != nil {
+			return err
+		}
+		p, err := t.partition(o.Partition)
+		if err != nil {
+			return err
+		}
+		if _, hw := p.offsets(); o.Offset < 0 || o.Offset > hw {
+			return errorf(ErrOffsetOutOfRange, "commit offset %d of %s/%d is outside [0, %d]", o.Offset, o.Topic, o.Partition, hw)
+		}
+	}
+	if err := m.b.meta.CommitOffsets(offsets); err != nil {
+		return errorf(ErrUnavailable, "store offsets: %v", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	gs := m.state(groupName, 0)
+	for _, o := range offsets {
+		os := gs.offset(topicPartition{o.Topic, o.Partition})
+		os.committed, os.persisted = o.Offset, o.Offset
+	}
+	return nil
+}
+
+// AdminCommit sets a group's offsets as an administrator. Refused with
+// ErrGroupNotEmpty for partitions a live member owns.
+func (b *Broker) CommitOffsets(groupName, memberID string, offsets []meta.Offset) error {
+	if err := ValidateName("group", groupName); err != nil {
+		return err
+	}
+	if len(offsets) == 0 {
+		return errorf(ErrInvalidArgument, "no offsets to commit")
+	}
+	m := b.groups
+	m.mu.Lock()
+	gs := m.groups[groupName]
+	var member *Subscription
+	if memberID != "" {
+		if gs == nil || gs.subs[memberID] == nil {
+			m.mu.Unlock()
+			return errorf(ErrUnknownMember, "group %q has no member %q", groupName, memberID)
+		}
+		member = gs.subs[memberID]
+	} else if gs != nil {
+		for _, o := range offsets {
+			if owner, ok := gs.g.Owner(o.Topic, o.Partition); ok {
+				m.mu.Unlock()
+				return errorf(ErrGroupNotEmpty, "partition %s/%d is owned by live member %s", o.Topic, o.Partition, owner)
+			}
+		}
+	}
+	m.mu.Unlock()
+	for i := range offsets {
+		offsets[i].Group = groupName
+	}
+	if member != nil {
+		return member.Commit(offsets)
+	}
+	return m.store(groupName, offsets)
+}
+
+// Commit commits offsets (next offset to consume) for partitions this
+// member owns. Durable when it returns nil.
+func (s *Subscription) Commit(offsets []meta.Offset) error {
+	if s.gs == nil {
+		return errorf(ErrInvalidArgument, "commit needs a group subscription")
+	}
+	return s.b.groups.commit(s, offsets)
+}
+
+// Ack acknowledges records (per-message ack mode). Unknown offsets are
+// reported; the committed offset moves over the contiguous acked prefix
+// and is persisted within a group tick.
+func (s *Subscription) Ack(pid int32, offsets []int64) error {
+	return s.b.groups.ack(s, pid, offsets, false)
+}
+
+// Nack asks for records to be delivered again now.
+func (s *Subscription) Nack(pid int32, offsets []int64) error {
+	return s.b.groups.ack(s, pid, offsets, true)
+}
+
+func (m *groupManager) ack(s *Subscription, pid int32, offsets []int64, nack bool) error {
+	if s.gs == nil || s.opts.AckMode != AckPerMessage {
+		return errorf(ErrInvalidArgument, "acks need a group subscription with per-message acks")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	os := s.gs.offsets[topicPartition{s.t.name, pid}]
+	if owner, ok := s.gs.g.Owner(s.t.name, pid); !ok || owner != s.memberID || os == nil || os.tracker == nil {
+		return errorf(ErrNotAssigned, "partition %s/%d is not assigned to member %s", s.t.name, pid, s.memberID)
+	}
+	var bad []int64
+	now := time.Now()
+	for _, off := range offsets {
+		var err error
+		if nack {
+			err = os.tracker.Nack(off, now)
+		} else {
+			_, _, err = os.tracker.Ack(off)
+		}
+		if errors.Is(err, group.ErrNotPending) {
+			bad = append(bad, off)
+		}
+	}
+	os.committed = os.tracker.Committed()
+	if nack {
+		s.signal()
+	}
+	if len(bad) > 0 {
+		return errorf(ErrInvalidArgument, "offsets %v of %s/%d are not awaiting an ack", bad, s.t.name, pid)
+	}
+	return nil
+}
+
+// run expires sessions and persists ack-driven offsets every tick.
+func (m *groupManager) run() {
+	defer m.b.wg.Done()
+	tick := time.NewTicker(m.b.cfg.GroupTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.b.stop:
+			m.flush()
+			return
+		case now := <-tick.C:
+			m.expire(now)
+			m.flush()
+		}
+	}
+}
+
+func (m *groupManager) expire(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, gs := range m.groups {
+		expired, ch := gs.g.Expire(now)
+		for _, id := range expired {
+			if s := gs.subs[id]; s != nil {
+				delete(gs.subs, id)
+				s.mu.Lock()
+				s.end(errorf(ErrUnknownMember, "session of member %s in group %q expired (no heartbeat for %s)", id, gs.name, gs.timeout))
+				s.mu.Unlock()
+				m.b.log.Warn("group member session expired", "group", gs.name, "member", id)
+			}
+		}
+		m.apply(gs, ch)
+	}
+}
+
+// flush persists committed offsets that moved without an explicit commit
+// (auto and per-message modes) and refreshes the lag gauges.
+func (m *groupManager) flush() {
+	var dirty []meta.Offset
+	m.mu.Lock()
+	for _, gs := range m.groups {
+		for tp, os := range gs.offsets {
+			if os.committed >= 0 && os.committed != os.persisted {
+				dirty = append(dirty, meta.Offset{Group: gs.name, Topic: tp.topic, Partition: tp.partition, Offset: os.committed})
+			}
+		}
+	}
+	m.mu.Unlock()
+	if len(dirty) > 0 {
+		if err := m.b.meta.CommitOffsets(dirty); err != nil {
+			m.b.log.Error("cannot persist group offsets", "err", err)
+			return
+		}
+		m.mu.Lock()
+		for _, o := range dirty {
+			if gs := m.groups[o.Group]; gs != nil {
+				gs.offset(topicPartition{o.Topic, o.Partition}).persisted = o.Offset
+			}
+		}
+		m.mu.Unlock()
+	}
+	m.updateLag()
+}
+
+func (m *groupManager) updateLag() {
+	type lag struct {
+		group string
+		tp    topicPartition
+		off   int64
+	}
+	var ls []lag
+	m.mu.Lock()
+	for _, gs := range m.groups {
+		for tp, os := range gs.offsets {
+			if os.committed >= 0 {
+				ls = append(ls, lag{gs.name, tp, os.committed})
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, l := range ls {
+		t, err := m.b.topic(l.tp.topic)
+		if err != nil || int(l.tp.partition) >= len(t.parts) {
+			continue
+		}
+		_, hw := t.parts[l.tp.partition].offsets()
+		m.b.m.consumerLag.WithLabelValues(l.group, l.tp.topic, strconv.Itoa(int(l.tp.partition))).Set(float64(hw - l.off))
+	}
+}
+
+// topicDeleted forgets the offsets of a deleted topic; its subscriptions
+// end by themselves (they watch the topic).
+func (m *groupManager) topicDeleted(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for gname, gs := range m.groups {
+		for tp := range gs.offsets {
+			if tp.topic == name {
+				delete(gs.offsets, tp)
+			}
+		}
+		for id, s := range gs.subs {
+			if s.t.name == name {
+				delete(gs.subs, id)
+				if ch, err := gs.g.Leave(id); err == nil {
+					m.apply(gs, ch)
+				}
+			}
+		}
+		if len(gs.subs) == 0 && len(gs.offsets) == 0 {
+			delete(m.groups, gname)
+		}
+	}
+}
+
+func (m *groupManager) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	for _, gs := range m.groups {
+		for _, s := range gs.subs {
+			s.mu.Lock()
+			s.end(errorf(ErrUnavailable, "broker is shutting down"))
+			s.mu.Unlock()
+		}
+	}
+}
+
+var _ = sort.Strings

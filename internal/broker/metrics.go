@@ -1,0 +1,90 @@
+package broker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the broker's Prometheus series. Per-topic series are deleted
+// with their topic.
+type metrics struct {
+	publishedRecords *prometheus.CounterVec // topic, mode
+	publishedBytes   *prometheus.CounterVec // topic, mode
+	consumedRecords  *prometheus.CounterVec // topic
+	consumedBytes    *prometheus.CounterVec // topic
+	publishLatency   *prometheus.HistogramVec
+	rejected         *prometheus.CounterVec // reason
+	fsyncLatency     prometheus.Histogram
+	commitRecords    prometheus.Histogram
+	consumerLag      *prometheus.GaugeVec   // group, topic, partition
+	ringEvicted      *prometheus.CounterVec // topic
+	ringMissed       *prometheus.CounterVec // topic
+	deadLettered     *prometheus.CounterVec // group, topic
+	redelivered      *prometheus.CounterVec // group, topic
+	subscriptions    prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		publishedRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_published_records_total", Help: "Records acknowledged to publishers.",
+		}, []string{"topic", "mode"}),
+		publishedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_published_bytes_total", Help: "Bytes of acknowledged records (batch bytes as stored).",
+		}, []string{"topic", "mode"}),
+		consumedRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_consumed_records_total", Help: "Records delivered to subscribers and fetchers.",
+		}, []string{"topic"}),
+		consumedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_consumed_bytes_total", Help: "Bytes delivered to subscribers and fetchers.",
+		}, []string{"topic"}),
+		publishLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hermes_publish_latency_seconds", Help: "From a publish entering the broker to its acknowledgement.",
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
+		}, []string{"mode"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_publish_rejected_total", Help: "Publishes refused, by reason.",
+		}, []string{"reason"}),
+		fsyncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hermes_fsync_latency_seconds", Help: "Duration of group-commit fsyncs.",
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
+		}),
+		commitRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hermes_group_commit_records", Help: "Records made durable by one fsync.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}),
+		consumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hermes_consumer_lag_records", Help: "High watermark minus the group's committed offset.",
+		}, []string{"group", "topic", "partition"}),
+		ringEvicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_ring_evicted_total", Help: "Performance-mode records evicted from the in-memory ring.",
+		}, []string{"topic"}),
+		ringMissed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_ring_missed_total", Help: "Performance-mode records a subscriber missed because the ring evicted them first.",
+		}, []string{"topic"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_dead_lettered_total", Help: "Records moved to a dead-letter topic after max deliveries.",
+		}, []string{"group", "topic"}),
+		redelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_redelivered_total", Help: "Records sent again after an ack deadline or nack.",
+		}, []string{"group", "topic"}),
+		subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hermes_subscriptions", Help: "Open subscriptions.",
+		}),
+	}
+	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
+		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
+		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions)
+	return m
+}
+
+// forgetTopic drops the per-topic series of a deleted topic.
+func (m *metrics) forgetTopic(topic string) {
+	l := prometheus.Labels{"topic": topic}
+	m.publishedRecords.DeletePartialMatch(l)
+	m.publishedBytes.DeletePartialMatch(l)
+	m.consumedRecords.DeletePartialMatch(l)
+	m.consumedBytes.DeletePartialMatch(l)
+	m.consumerLag.DeletePartialMatch(l)
+	m.ringEvicted.DeletePartialMatch(l)
+	m.ringMissed.DeletePartialMatch(l)
+	m.deadLettered.DeletePartialMatch(l)
+	m.redelivered.DeletePartialMatch(l)
+}

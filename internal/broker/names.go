@@ -1,0 +1,23 @@
+package broker
+
+// MaxNameLength bounds topic and group names (as Kafka's topic names).
+const MaxNameLength = 249
+
+// ValidateName checks a topic or group name: 1 to 249 characters of
+// [a-zA-Z0-9._-], and not "." or "..".
+func ValidateName(kind, name string) error {
+	if len(name) == 0 || len(name) > MaxNameLength {
+		return errorf(ErrInvalidTopicName, "%s name must be 1 to %d characters, got %d", kind, MaxNameLength, len(name))
+	}
+	if name == "." || name == ".." {
+		return errorf(ErrInvalidTopicName, "%s name %q is reserved", kind, name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return errorf(ErrInvalidTopicName, "%s name %q has %q at byte %d; allowed are [a-zA-Z0-9._-]", kind, name, c, i)
+		}
+	}
+	return nil
+}

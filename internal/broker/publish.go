@@ -1,0 +1,339 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// AnyPartition asks the broker to choose partitions: by key hash, keyless
+// records round-robin per request.
+const AnyPartition int32 = -1
+
+// PublishRequest is one publish: Records, or one packed Batch.
+type PublishRequest struct {
+	Topic string
+	// Partition is the target partition, or AnyPartition. A Batch requires
+	// a partition.
+	Partition int32
+	Mode      Mode
+	// Records to publish; the broker may modify them (ids, timestamps).
+	Records []partlog.Record
+	// Batch is a packed record batch. The broker owns it after the call
+	// and may modify it and keep it in its caches.
+	Batch []byte
+}
+
+// PublishResult tells where the records went.
+type PublishResult struct {
+	Mode Mode
+	// For Records: one ack per record, in request order.
+	Acks []RecordAck
+	// For a Batch: its records got BaseOffset .. BaseOffset+Count-1.
+	Partition  int32
+	BaseOffset int64
+	Count      int
+}
+
+// RecordAck locates one published record. For ModePerformance the offset
+// is in the partition's ring, not its log.
+type RecordAck struct {
+	Partition int32
+	Offset    int64
+}
+
+// Publish publishes and waits for the acknowledgement. If ctx ends first
+// the records may still be appended; a retry with the same message ids is
+// the way to make sure.
+func (b *Broker) Publish(ctx context.Context, req *PublishRequest) (*PublishResult, error) {
+	type answer struct {
+		res *PublishResult
+		err error
+	}
+	ch := make(chan answer, 1)
+	b.PublishAsync(req, func(res *PublishResult, err error) { ch <- answer{res, err} })
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// PublishAsync publishes and calls done exactly once, from some goroutine,
+// when the records are acknowledged in their mode or have failed. A failed
+// publish acknowledged nothing.
+func (b *Broker) PublishAsync(req *PublishRequest, done func(*PublishResult, error)) {
+	t, err := b.topic(req.Topic)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	mode := req.Mode
+	if mode == ModeDefault {
+		mode = t.cfg.DefaultMode
+	}
+	if mode > ModePerformance {
+		done(nil, errorf(ErrInvalidArgument, "unknown delivery mode %d", mode))
+		return
+	}
+	if req.Batch != nil {
+		if len(req.Records) > 0 {
+			done(nil, errorf(ErrInvalidArgument, "a publish carries records or a packed batch, not both"))
+			return
+		}
+		b.publishBatch(t, req, mode, done)
+		return
+	}
+	b.publishRecords(t, req, mode, done)
+}
+
+func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done func(*PublishResult, error)) {
+	if req.Partition == AnyPartition {
+		done(nil, errorf(ErrInvalidArgument, "a packed batch needs a partition"))
+		return
+	}
+	p, err := t.partition(req.Partition)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	batch, n, err := b.prepareBatch(t, req.Batch)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	if mode == ModePerformance {
+		recs, err := partlog.DecodeRecords(nil, batch)
+		if err != nil {
+			done(nil, errorf(ErrCorruptBatch, "%v", err))
+			return
+		}
+		first := b.appendRing(p, recs, len(batch))
+		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: first, Count: n}, nil)
+		return
+	}
+	b.appendDurable(p, batch, n, mode, func(base int64, err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: base, Count: n}, nil)
+	})
+}
+
+// prepareBatch validates a packed batch against the topic's limits and
+// gives records without an id or a timestamp the broker's. It returns the
+// batch to append (b itself unless it had to be re-encoded).
+func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
+	h, err := partlog.ValidateBatch(batch)
+	if err != nil {
+		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
+	}
+	if h.Size() != len(batch) {
+		return nil, 0, errorf(ErrCorruptBatch, "batch is %d bytes but its header says %d", len(batch), h.Size())
+	}
+	n := int(h.RecordCount)
+	needFix := h.FirstTimestamp == 0
+	limit := int(t.cfg.MaxMessageBytes)
+	var tooLarge error
+	err = partlog.ForEachRecord(batch, func(r partlog.Record) bool {
+		if size := recordSize(&r); size > limit {
+			tooLarge = errorf(ErrMessageTooLarge, "record at index %d is %d bytes; topic %q allows %d", r.Offset-h.BaseOffset, size, t.name, limit)
+			return false
+		}
+		if r.MessageID.IsZero() || r.Timestamp == 0 {
+			needFix = true
+		}
+		return true
+	})
+	if tooLarge != nil {
+		return nil, 0, tooLarge
+	}
+	if err != nil {
+		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
+	}
+	if !needFix {
+		return batch, n, nil
+	}
+	recs, err := partlog.DecodeRecords(nil, batch)
+	if err != nil {
+		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
+	}
+	fillRecords(recs, time.Now().UnixNano())
+	return partlog.AppendBatch(nil, 0, recs), n, nil
+}
+
+// recordSize is what max message bytes limits: key, headers and payload.
+func recordSize(r *partlog.Record) int {
+	n := len(r.Key) + len(r.Payload)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// fillRecords gives records without an id a UUIDv7 and records without a
+// timestamp the time now.
+func fillRecords(recs []partlog.Record, now int64) {
+	for i := range recs {
+		if recs[i].MessageID.IsZero() {
+			recs[i].MessageID = partlog.MessageID(uuid.Must(uuid.NewV7()))
+		}
+		if recs[i].Timestamp == 0 {
+			recs[i].Timestamp = now
+		}
+	}
+}
+
+// appendDurable queues a validated batch for the partition's writer.
+func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, done func(int64, error)) {
+	if q := b.cfg.MaxDiskBytes; q > 0 && b.diskBytes.Load() >= q {
+		b.m.rejected.WithLabelValues("disk_quota").Inc()
+		done(0, exhausted(time.Second, "disk quota of %d bytes is used up", q))
+		return
+	}
+	r := &writeReq{batch: batch, records: n, mode: mode, enq: time.Now(), done: func(base int64, err error) {
+		if err == nil {
+			b.m.publishedRecords.WithLabelValues(p.label, mode.String()).Add(float64(n))
+			b.m.publishedBytes.WithLabelValues(p.label, mode.String()).Add(float64(len(batch)))
+		}
+		done(base, err)
+	}}
+	if err := p.enqueue(r); err != nil {
+		done(0, err)
+	}
+}
+
+// appendRing stores performance records in the partition's ring and wakes
+// live subscribers.
+func (b *Broker) appendRing(p *partition, recs []partlog.Record, size int) int64 {
+	before := p.ring.Evicted()
+	first := p.ring.Append(recs)
+	if ev := p.ring.Evicted() - before; ev > 0 {
+		b.m.ringEvicted.WithLabelValues(p.label).Add(float64(ev))
+	}
+	b.m.publishedRecords.WithLabelValues(p.label, ModePerformance.String()).Add(float64(len(recs)))
+	b.m.publishedBytes.WithLabelValues(p.label, ModePerformance.String()).Add(float64(size))
+	p.t.broadcast()
+	return first
+}
+
+// publishRecords groups the records by partition, encodes one batch per
+// partition and answers when all are acknowledged.
+func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, done func(*PublishResult, error)) {
+	if len(req.Records) == 0 {
+		done(nil, errorf(ErrInvalidArgument, "a publish needs at least one record"))
+		return
+	}
+	if req.Partition != AnyPartition {
+		if _, err := t.partition(req.Partition); err != nil {
+			done(nil, err)
+			return
+		}
+	}
+	limit := int(t.cfg.MaxMessageBytes)
+	for i := range req.Records {
+		if size := recordSize(&req.Records[i]); size > limit {
+			done(nil, errorf(ErrMessageTooLarge, "record at index %d is %d bytes; topic %q allows %d", i, size, t.name, limit))
+			return
+		}
+	}
+	fillRecords(req.Records, time.Now().UnixNano())
+	groups := b.route(t, req)
+	res := &PublishResult{Mode: mode, Acks: make([]RecordAck, len(req.Records))}
+	agg := &aggregate{left: len(groups), done: func(err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(res, nil)
+	}}
+	for pid, idx := range groups {
+		b.publishGroup(t.parts[pid], req.Records, idx, mode, res, agg)
+	}
+}
+
+// route returns, per partition, the indexes of the records going there.
+func (b *Broker) route(t *topic, req *PublishRequest) map[int32][]int {
+	n := int32(len(t.parts))
+	groups := make(map[int32][]int, 1)
+	keyless := int32(-1)
+	for i := range req.Records {
+		pid := req.Partition
+		if pid == AnyPartition {
+			if k := req.Records[i].Key; k != nil {
+				pid = record.KeyPartition(k, n)
+			} else {
+				if keyless < 0 {
+					keyless = int32(t.rr.Add(1) % uint32(n))
+				}
+				pid = keyless
+			}
+		}
+		groups[pid] = append(groups[pid], i)
+	}
+	return groups
+}
+
+func (b *Broker) publishGroup(p *partition, all []partlog.Record, idx []int, mode Mode, res *PublishResult, agg *aggregate) {
+	recs := make([]partlog.Record, len(idx))
+	for j, i := range idx {
+		recs[j] = all[i]
+	}
+	ack := func(base int64) {
+		for j, i := range idx {
+			res.Acks[i] = RecordAck{Partition: p.id, Offset: base + int64(j)}
+		}
+	}
+	if mode == ModePerformance {
+		size := 0
+		for i := range recs {
+			size += recordSize(&recs[i])
+		}
+		ack(b.appendRing(p, recs, size))
+		agg.finish(nil)
+		return
+	}
+	batch := partlog.AppendBatch(nil, 0, recs)
+	if len(batch) > partlog.MaxBatchBytes {
+		agg.finish(errorf(ErrMessageTooLarge, "%d records for partition %d encode to %d bytes; one request may carry at most %d per partition", len(recs), p.id, len(batch), partlog.MaxBatchBytes))
+		return
+	}
+	b.appendDurable(p, batch, len(recs), mode, func(base int64, err error) {
+		if err == nil {
+			ack(base)
+		}
+		agg.finish(err)
+	})
+}
+
+// aggregate calls done once, after `left` parts finished, with the first
+// error any part reported.
+type aggregate struct {
+	mu    sync.Mutex
+	left  int
+	first error
+	done  func(error)
+}
+
+func (a *aggregate) finish(err error) {
+	a.mu.Lock()
+	if err != nil && a.first == nil {
+		a.first = err
+	}
+	a.left--
+	last := a.left == 0
+	a.mu.Unlock()
+	if last {
+		a.done(a.first)
+	}
+}
+
+var _ = errors.New

@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/group"
+	"github.com/hermes-mq/hermes/internal/partlog"
+)
+
+// Dead-letter headers name where a dead-lettered record came from.
+const (
+	HeaderDLQTopic      = "hermes-dlq-topic"
+	HeaderDLQPartition  = "hermes-dlq-partition"
+	HeaderDLQOffset     = "hermes-dlq-offset"
+	HeaderDLQGroup      = "hermes-dlq-group"
+	HeaderDLQDeliveries = "hermes-dlq-deliveries"
+)
+
+// redeliver returns records of s whose ack deadline passed (sending those
+// past MaxDeliveries to the dead-letter topic first), or how long until the
+// next deadline (0: none pending).
+func (m *groupManager) redeliver(s *Subscription, limit int) (*Delivery, time.Duration, error) {
+	now := time.Now()
+	var wait time.Duration
+	m.mu.Lock()
+	s.mu.Lock()
+	owned := slices.Clone(s.owned)
+	gen := s.generation
+	s.mu.Unlock()
+	for _, pid := range owned {
+		os := s.gs.offsets[topicPartition{s.t.name, pid}]
+		if os == nil || os.tracker == nil {
+			continue
+		}
+		again, dead := os.tracker.Due(now, limit)
+		if len(again)+len(dead) > 0 {
+			tr := os.tracker
+			m.mu.Unlock()
+			return m.resend(s, pid, tr, gen, again, dead)
+		}
+		if at, ok := os.tracker.NextDeadline(); ok {
+			if w := max(at.Sub(now), time.Millisecond); wait == 0 || w < wait {
+				wait = w
+			}
+		}
+	}
+	m.mu.Unlock()
+	return nil, wait, nil
+}
+
+// resend dead-letters `dead` and delivers `again` once more. The tracker
+// parked both sets in Due; each offset leaves that state here through
+// Delivered or Ack. tr and gen guard against a rebalance meanwhile: a
+// revoked partition's tracker is dropped and nothing is done to it.
+func (m *groupManager) resend(s *Subscription, pid int32, tr *group.Tracker, gen int64, again, dead []int64) (*Delivery, time.Duration, error) {
+	p := s.t.parts[pid]
+	for _, off := range dead {
+		rec, ok := readOne(p, off)
+		var err error
+		if ok {
+			err = m.deadLetter(s, pid, rec)
+		}
+		m.settle(s, pid, tr, gen, func(now time.Time) {
+			if err != nil {
+				m.b.log.Error("dead-letter publish failed; will retry after the ack wait",
+					"group", s.gs.name, "topic", s.t.name, "partition", pid, "offset", off, "err", err)
+				tr.Delivered(off, now)
+				return
+			}
+			tr.Ack(off)
+			m.b.m.deadLettered.WithLabelValues(s.gs.name, s.t.name).Inc()
+		})
+	}
+	d := &Delivery{Partition: pid}
+	for _, off := range again {
+		rec, ok := readOne(p, off)
+		m.settle(s, pid, tr, gen, func(now time.Time) {
+			if !ok { // gone to retention: nothing left to deliver
+				tr.Ack(off)
+				return
+			}
+			n := tr.Delivered(off, now)
+			d.Records = append(d.Records, DeliveredRecord{Record: rec, Partition: pid, Mode: ModeConsistent, DeliveryCount: n})
+			m.b.m.redelivered.WithLabelValues(s.gs.name, s.t.name).Inc()
+		})
+	}
+	if len(d.Records) == 0 {
+		return nil, time.Millisecond, nil
+	}
+	return d, 0, nil
+}
+
+// settle runs fn under the group lock if pid still belongs to s with the
+// same tracker and generation, and updates the committed offset after it.
+func (m *groupManager) settle(s *Subscription, pid int32, tr *group.Tracker, gen int64, fn func(time.Time)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	os := s.gs.offsets[topicPartition{s.t.name, pid}]
+	s.mu.Lock()
+	current := s.generation == gen
+	s.mu.Unlock()
+	if os == nil || os.tracker != tr || !current {
+		return
+	}
+	fn(time.Now())
+	os.committed = tr.Committed()
+}
+
+// readOne reads the record at off, if it is still retained.
+func readOne(p *partition, off int64) (partlog.Record, bool) {
+	batches, _, _, err := p.readBatches(off, 1)
+	if err != nil {
+		return partlog.Record{}, false
+	}
+	recs, _, err := DecodeFrom(nil, batches, off, 1)
+	if err != nil || len(recs) == 0 || recs[0].Offset != off {
+		return partlog.Record{}, false
+	}
+	return recs[0], true
+}
+
+// deadLetter publishes rec to the subscription's dead-letter topic
+// (created with one partition if missing), with headers naming its origin.
+func (m *groupManager) deadLetter(s *Subscription, pid int32, rec partlog.Record) error {
+	dlq := s.opts.DeadLetterTopic
+	if _, err := m.b.CreateTopic(dlq, TopicConfig{}, true); err != nil {
+		return err
+	}
+	out := rec
+	out.Headers = append(slices.Clone(rec.Headers),
+		partlog.Header{Key: HeaderDLQTopic, Value: []byte(s.t.name)},
+		partlog.Header{Key: HeaderDLQPartition, Value: []byte(strconv.Itoa(int(pid)))},
+		partlog.Header{Key: HeaderDLQOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
+		partlog.Header{Key: HeaderDLQGroup, Value: []byte(s.gs.name)},
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := m.b.Publish(ctx, &PublishRequest{
+		Topic: dlq, Partition: AnyPartition, Mode: ModeConsistent, Records: []partlog.Record{out},
+	})
+	return err
+}

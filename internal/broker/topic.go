@@ -1,0 +1,75 @@
+package broker
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// topic is a topic on this node.
+type topic struct {
+	name  string
+	cfg   TopicConfig
+	parts []*partition
+	// rr spreads keyless records: each request's keyless records go to one
+	// partition (better batches), the next request's to the next one.
+	rr atomic.Uint32
+
+	notifyMu sync.Mutex
+	notifyCh chan struct{} // closed and replaced whenever any partition advances
+	deleted  chan struct{} // closed when the topic is deleted
+}
+
+func newTopic(name string, cfg TopicConfig) *topic {
+	return &topic{name: name, cfg: cfg, notifyCh: make(chan struct{}), deleted: make(chan struct{})}
+}
+
+// changed returns a channel closed at the next advance of any partition's
+// high watermark or ring.
+func (t *topic) changed() <-chan struct{} {
+	t.notifyMu.Lock()
+	defer t.notifyMu.Unlock()
+	return t.notifyCh
+}
+
+func (t *topic) broadcast() {
+	t.notifyMu.Lock()
+	close(t.notifyCh)
+	t.notifyCh = make(chan struct{})
+	t.notifyMu.Unlock()
+}
+
+func (t *topic) partition(id int32) (*partition, error) {
+	if id < 0 || int(id) >= len(t.parts) {
+		return nil, errorf(ErrPartitionNotFound, "topic %q has partitions 0 to %d, not %d", t.name, len(t.parts)-1, id)
+	}
+	return t.parts[id], nil
+}
+
+// TopicInfo describes a topic and its partitions.
+type TopicInfo struct {
+	Name       string
+	Config     TopicConfig
+	Partitions []PartitionInfo
+}
+
+// PartitionInfo describes one partition's offsets and size.
+type PartitionInfo struct {
+	Partition   int32
+	StartOffset int64 // oldest retained offset
+	EndOffset   int64 // high watermark: next offset to be written
+	SizeBytes   int64
+	RingEnd     int64 // next offset of the performance ring
+	RingEvicted int64
+}
+
+func (t *topic) info() TopicInfo {
+	ti := TopicInfo{Name: t.name, Config: t.cfg, Partitions: make([]PartitionInfo, len(t.parts))}
+	for i, p := range t.parts {
+		start, hw := p.offsets()
+		ti.Partitions[i] = PartitionInfo{
+			Partition: int32(i), StartOffset: start, EndOffset: hw,
+			SizeBytes: p.log.Size(), RingEnd: p.ring.End(), RingEvicted: p.ring.Evicted(),
+		}
+	}
+	return ti
+}

@@ -1,0 +1,219 @@
+package partlog
+
+import (
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// Append appends one batch, giving it base offset NextOffset(), and
+// returns that offset. The bytes are copied (into the write buffer, or
+// straight to the file for a batch larger than the buffer), then rebased
+// and re-checksummed in the copy: batch itself is not modified and may be
+// reused once Append returns. The batch is neither durable nor readable
+// until Sync (or until the buffer fills); see SyncedOffset.
+//
+// The active segment is rolled first if the batch would take it past
+// SegmentBytes (a batch larger than that goes alone into a new segment).
+//
+// REQUIRES: ValidateBatch accepted batch; only its header is checked
+// again. Writer only. Errors: ErrClosed; an error wrapping ErrCorrupt if
+// batch is not one whole batch; the sticky write error (see Log).
+func (l *Log) Append(batch []byte) (int64, error) {
+	h, err := l.checkAppend(batch)
+	if err != nil {
+		return 0, err
+	}
+	base := l.next.Load()
+	if base > math.MaxInt64-int64(h.RecordCount) {
+		return 0, fmt.Errorf("%w: offsets would overflow", ErrOffsetOutOfRange)
+	}
+	h.BaseOffset = base
+	return base, l.append(batch, h, true)
+}
+
+// AppendRaw appends a batch as it is: its base offset must already be
+// NextOffset() (a replica copying its leader's log). Otherwise as Append.
+// Errors: as Append, and ErrOffsetMismatch.
+func (l *Log) AppendRaw(batch []byte) error {
+	h, err := l.checkAppend(batch)
+	if err != nil {
+		return err
+	}
+	if next := l.next.Load(); h.BaseOffset != next {
+		return fmt.Errorf("%w: batch base offset %d, next offset %d", ErrOffsetMismatch, h.BaseOffset, next)
+	}
+	return l.append(batch, h, false)
+}
+
+func (l *Log) checkAppend(batch []byte) (BatchHeader, error) {
+	if err := l.writable(); err != nil {
+		return BatchHeader{}, err
+	}
+	h, err := parseHeader(batch)
+	if err == nil && len(batch) != h.Size() {
+		err = fmt.Errorf("%w: %d bytes given for a %d-byte batch", ErrCorrupt, len(batch), h.Size())
+	}
+	return h, err
+}
+
+// append adds batch, whose header is h with the final base offset, to the
+// active segment, rewriting the copy's base offset if rebase.
+func (l *Log) append(batch []byte, h BatchHeader, rebase bool) error {
+	if l.mustRoll(h) {
+		if err := l.roll(h.BaseOffset); err != nil {
+			return err
+		}
+	}
+	if len(l.buf)+len(batch) > l.opts.WriteBufferBytes {
+		if err := l.flush(); err != nil {
+			return err
+		}
+	}
+	seg := l.active
+	maxTS := max(seg.maxTS.Load(), h.MaxTimestamp)
+	seg.maxTS.Store(maxTS)
+	last := lastPos(seg.entries)
+	if len(seg.pending) > 0 {
+		last = lastPos(seg.pending)
+	}
+	if wantEntry(last, seg.size, l.opts.IndexIntervalBytes) {
+		seg.pending = append(seg.pending, indexEntry{rel: uint32(h.BaseOffset - seg.base), pos: uint32(seg.size), ts: maxTS})
+	}
+	seg.size += int64(len(batch))
+	seg.end = h.NextOffset()
+	l.next.Store(seg.end)
+	l.size.Add(int64(len(batch)))
+	if len(batch) > l.opts.WriteBufferBytes {
+		return l.writeDirect(batch, h.BaseOffset, rebase)
+	}
+	start := len(l.buf)
+	l.buf = append(l.buf, batch...)
+	if rebase {
+		SetBaseOffset(l.buf[start:], h.BaseOffset)
+	}
+	return nil
+}
+
+// mustRoll reports whether the batch with header h must go to a new
+// segment: the active one is not empty and the batch would take it past
+// SegmentBytes, or its offsets past what a relative uint32 can index.
+func (l *Log) mustRoll(h BatchHeader) bool {
+	seg := l.active
+	return seg.size > 0 && (seg.size+int64(h.Size()) > l.opts.SegmentBytes ||
+		h.NextOffset()-seg.base > math.MaxUint32)
+}
+
+// writeDirect writes a batch too large for the buffer straight to the
+// file (the buffer is empty: append flushed it), rebasing a copy of its
+// header if rebase, then publishes it.
+func (l *Log) writeDirect(batch []byte, base int64, rebase bool) error {
+	seg := l.active
+	pos := seg.readable
+	if rebase {
+		var hdr [BatchHeaderSize]byte
+		copy(hdr[:], batch)
+		le.PutUint64(hdr[offBaseOffset:], uint64(base))
+		crc := crc32.Update(crc32.Checksum(hdr[offMagic:], castagnoli), castagnoli, batch[BatchHeaderSize:])
+		le.PutUint32(hdr[offCRC:], crc)
+		if _, err := seg.f.WriteAt(hdr[:], pos); err != nil {
+			return l.fail(err)
+		}
+		batch, pos = batch[BatchHeaderSize:], pos+BatchHeaderSize
+	}
+	if _, err := seg.f.WriteAt(batch, pos); err != nil {
+		return l.fail(err)
+	}
+	l.dirty = true
+	l.publish(seg.size)
+	return nil
+}
+
+// flush writes the buffer to the active segment and publishes it.
+func (l *Log) flush() error {
+	if len(l.buf) == 0 {
+		return nil
+	}
+	seg := l.active
+	if _, err := seg.f.WriteAt(l.buf, seg.readable); err != nil {
+		return l.fail(err)
+	}
+	l.dirty = true
+	l.publish(seg.readable + int64(len(l.buf)))
+	l.buf = l.buf[:0]
+	return nil
+}
+
+// publish makes the active segment readable up to readable bytes (which
+// must be everything appended: the buffer is written) along with its
+// pending index entries.
+func (l *Log) publish(readable int64) {
+	seg := l.active
+	l.mu.Lock()
+	seg.readable = readable
+	seg.entries = append(seg.entries, seg.pending...)
+	l.readEnd = l.next.Load()
+	l.mu.Unlock()
+	seg.pending = seg.pending[:0]
+}
+
+// Sync writes the buffer and the new index entries of the active segment
+// and fsyncs the segment's .log file: on return every appended batch is
+// durable and SyncedOffset() == NextOffset(). This is the group commit
+// point: append many batches, then Sync once.
+//
+// Index files are written but not fsynced here: the last segment's are
+// rebuilt by Open anyway, and an older segment's are fsynced when it is
+// rolled. Writer only. Errors: ErrClosed; the sticky write error.
+func (l *Log) Sync() error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if err := l.flush(); err != nil {
+		return err
+	}
+	if !l.dirty {
+		return nil
+	}
+	seg := l.active
+	if err := seg.writeIndex(); err != nil {
+		return l.fail(err)
+	}
+	if err := seg.f.Sync(); err != nil {
+		return l.fail(fmt.Errorf("sync %s: %w", seg.path(logSuffix), err))
+	}
+	l.dirty = false
+	l.synced.Store(l.next.Load())
+	return nil
+}
+
+// roll syncs the active segment with its index files, which will not
+// change again (so Open can trust them), and starts a new segment at base.
+// The new segment's data can thus never be durable before the old one's.
+func (l *Log) roll(base int64) error {
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	old := l.active
+	if err := old.writeIndex(); err != nil {
+		return l.fail(err)
+	}
+	if err := old.syncIndex(); err != nil {
+		return l.fail(err)
+	}
+	if err := old.closeIndexFiles(); err != nil {
+		return l.fail(err)
+	}
+	seg, err := createSegment(l.dir, base)
+	if err != nil {
+		return l.fail(err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		return l.fail(err)
+	}
+	l.mu.Lock()
+	l.segs = append(l.segs, seg)
+	l.mu.Unlock()
+	l.active = seg
+	return nil
+}

@@ -1,0 +1,218 @@
+package partlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// Batch format. All integers are little-endian.
+//
+//	offset size field
+//	0      4    length          bytes after this field (crc + header rest + records)
+//	4      4    crc32c          CRC-32C (Castagnoli) over bytes [8, 4+length)
+//	8      1    magic           = Magic
+//	9      1    attributes      bits 0-2 compression (only 0 = none is accepted), rest 0
+//	10     2    reserved        = 0
+//	12     4    recordCount     >= 1
+//	16     8    baseOffset      offset of the first record
+//	24     8    raftTerm        term of the Raft entry that carried the batch (0 on a single node)
+//	32     8    raftIndex       index of that entry (0 on a single node)
+//	40     8    firstTimestamp  the first record's timestamp, unix nanoseconds
+//	48     8    maxTimestamp    the newest record timestamp in the batch
+//	56     4    lastOffsetDelta = recordCount-1 (offsets in a batch are dense)
+//	60          records
+//
+// Each record:
+//
+//	uvarint bodyLen         bytes of the record after this varint
+//	uvarint offsetDelta     the record's index in the batch
+//	varint  timestampDelta  Timestamp - firstTimestamp (0 for the first record)
+//	16 bytes                MessageID
+//	varint  keyLen          -1 for a nil key; then the key bytes
+//	uvarint headerCount     then per header: uvarint keyLen, key, varint valueLen (-1 nil), value
+//	the rest of the body    payload
+//
+// The encoding is canonical: ValidateBatch accepts only what AppendBatch
+// produces (minimal varints, exact lengths, exact header fields), so a
+// validated batch re-encodes to the same bytes.
+const (
+	// BatchHeaderSize is the size of the fixed batch header, length field included.
+	BatchHeaderSize = 60
+	// Magic is the format version this package reads and writes.
+	Magic = 1
+	// MaxBatchBytes bounds a whole batch (length field included). Larger
+	// batches are rejected as corrupt: producers must split them.
+	MaxBatchBytes = 16 << 20
+	// MaxRecordHeaders bounds the headers of one record, so that decoding a
+	// batch allocates at most a small multiple of its size.
+	MaxRecordHeaders = 1024
+)
+
+// Field positions in the batch header.
+const (
+	offLength          = 0
+	offCRC             = 4
+	offMagic           = 8
+	offAttributes      = 9
+	offReserved        = 10
+	offRecordCount     = 12
+	offBaseOffset      = 16
+	offRaftTerm        = 24
+	offRaftIndex       = 32
+	offFirstTimestamp  = 40
+	offMaxTimestamp    = 48
+	offLastOffsetDelta = 56
+
+	// minLength is the smallest valid value of the length field.
+	minLength = BatchHeaderSize - 4
+	// minRecordSize is the smallest encoded record: five one-byte varints
+	// and the 16-byte message id.
+	minRecordSize = 5 + 16
+)
+
+var (
+	le         = binary.LittleEndian
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// BatchHeader is the decoded fixed header of a batch.
+type BatchHeader struct {
+	Length          uint32 // bytes after the length field
+	CRC             uint32
+	Attributes      uint8
+	RecordCount     uint32
+	BaseOffset      int64
+	RaftTerm        uint64
+	RaftIndex       uint64
+	FirstTimestamp  int64
+	MaxTimestamp    int64
+	LastOffsetDelta uint32
+}
+
+// Size is the whole batch's size in bytes, length field included.
+func (h BatchHeader) Size() int { return 4 + int(h.Length) }
+
+// NextOffset is the offset after the batch's last record.
+func (h BatchHeader) NextOffset() int64 { return h.BaseOffset + int64(h.RecordCount) }
+
+// ParseBatch parses and checks the header of the batch at the start of b:
+// the length is in range, magic, attributes and reserved bits are right,
+// recordCount >= 1 and can fit, lastOffsetDelta == recordCount-1, the
+// offsets do not overflow, and the CRC matches. It does not decode records
+// (see ValidateBatch). Bytes of b after the batch are ignored.
+//
+// Errors: ErrShortBatch (unwrapped) when b is a prefix of a batch whose
+// header looks valid so far: the caller should read more; the returned
+// header is filled when the first BatchHeaderSize bytes were there. An
+// error wrapping ErrCorrupt names the bad field.
+func ParseBatch(b []byte) (BatchHeader, error) {
+	h, err := parseHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if len(b) < h.Size() {
+		return h, ErrShortBatch
+	}
+	if got := crc32.Checksum(b[offMagic:h.Size()], castagnoli); got != h.CRC {
+		return h, fmt.Errorf("%w: crc32c is %#08x, header says %#08x", ErrCorrupt, got, h.CRC)
+	}
+	return h, nil
+}
+
+// parseHeader is ParseBatch without the CRC and without requiring the
+// records to be present: it needs only the first BatchHeaderSize bytes.
+func parseHeader(b []byte) (BatchHeader, error) {
+	var h BatchHeader
+	if len(b) < 4 {
+		return h, ErrShortBatch
+	}
+	h.Length = le.Uint32(b[offLength:])
+	if h.Length < minLength || h.Length > MaxBatchBytes-4 {
+		return h, fmt.Errorf("%w: length %d not in [%d, %d]", ErrCorrupt, h.Length, minLength, MaxBatchBytes-4)
+	}
+	if err := checkFixedBytes(b); err != nil {
+		return h, err
+	}
+	if len(b) < BatchHeaderSize {
+		return h, ErrShortBatch
+	}
+	h.CRC = le.Uint32(b[offCRC:])
+	h.Attributes = b[offAttributes]
+	h.RecordCount = le.Uint32(b[offRecordCount:])
+	h.BaseOffset = int64(le.Uint64(b[offBaseOffset:]))
+	h.RaftTerm = le.Uint64(b[offRaftTerm:])
+	h.RaftIndex = le.Uint64(b[offRaftIndex:])
+	h.FirstTimestamp = int64(le.Uint64(b[offFirstTimestamp:]))
+	h.MaxTimestamp = int64(le.Uint64(b[offMaxTimestamp:]))
+	h.LastOffsetDelta = le.Uint32(b[offLastOffsetDelta:])
+	return h, checkCounts(h)
+}
+
+// checkFixedBytes checks magic, attributes and reserved, as far as b goes.
+func checkFixedBytes(b []byte) error {
+	if len(b) > offMagic && b[offMagic] != Magic {
+		return fmt.Errorf("%w: magic %d, want %d", ErrCorrupt, b[offMagic], Magic)
+	}
+	if len(b) > offAttributes && b[offAttributes] != 0 {
+		if c := b[offAttributes] & 0x07; c != 0 {
+			return fmt.Errorf("%w: compression %d not supported", ErrCorrupt, c)
+		}
+		return fmt.Errorf("%w: reserved attribute bits %#02x set", ErrCorrupt, b[offAttributes])
+	}
+	if len(b) >= offReserved+2 && le.Uint16(b[offReserved:]) != 0 {
+		return fmt.Errorf("%w: reserved field is %#04x, want 0", ErrCorrupt, le.Uint16(b[offReserved:]))
+	}
+	return nil
+}
+
+// checkCounts checks the record count and offset fields of h.
+func checkCounts(h BatchHeader) error {
+	switch {
+	case h.RecordCount == 0:
+		return fmt.Errorf("%w: record count is 0", ErrCorrupt)
+	case uint64(h.RecordCount)*minRecordSize > uint64(h.Length-minLength):
+		return fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.RecordCount, h.Length-minLength)
+	case h.LastOffsetDelta != h.RecordCount-1:
+		return fmt.Errorf("%w: last offset delta %d with %d records", ErrCorrupt, h.LastOffsetDelta, h.RecordCount)
+	case h.BaseOffset < 0 || h.BaseOffset > math.MaxInt64-int64(h.RecordCount):
+		return fmt.Errorf("%w: base offset %d out of range", ErrCorrupt, h.BaseOffset)
+	}
+	return nil
+}
+
+// SetBaseOffset rewrites the base offset of the batch at the start of b
+// and recomputes its CRC, in place.
+//
+// REQUIRES: b starts with a whole batch (ParseBatch accepts it). It panics
+// if b is too short for the length its header gives.
+func SetBaseOffset(b []byte, base int64) {
+	size := wholeBatch(b)
+	le.PutUint64(b[offBaseOffset:], uint64(base))
+	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+}
+
+// SetRaftPosition rewrites the Raft term and index of the batch at the
+// start of b and recomputes its CRC, in place.
+//
+// REQUIRES: as SetBaseOffset.
+func SetRaftPosition(b []byte, term, index uint64) {
+	size := wholeBatch(b)
+	le.PutUint64(b[offRaftTerm:], term)
+	le.PutUint64(b[offRaftIndex:], index)
+	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+}
+
+// wholeBatch returns the size of the batch at the start of b, panicking if
+// b does not hold it: callers promise a validated batch.
+func wholeBatch(b []byte) int {
+	if len(b) < BatchHeaderSize {
+		panic(fmt.Sprintf("partlog: %d bytes cannot hold a batch header", len(b)))
+	}
+	size := 4 + int(le.Uint32(b[offLength:]))
+	if size < BatchHeaderSize || size > len(b) {
+		panic(fmt.Sprintf("partlog: batch of %d bytes in a %d-byte buffer", size, len(b)))
+	}
+	return size
+}

@@ -1,0 +1,158 @@
+package partlog
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ValidateBatch checks the whole batch at the start of b: everything
+// ParseBatch checks, then every record's framing (minimal varints, lengths
+// within bounds, offsetDelta equal to the record's position), exactly
+// RecordCount records with no bytes left over, a first record whose
+// timestamp is FirstTimestamp and a MaxTimestamp equal to the newest
+// record's. Bytes of b after the batch are ignored. It never panics.
+//
+// A batch it accepts decodes without error (DecodeRecords) and, when its
+// Raft fields are 0, is byte for byte what AppendBatch makes of the decoded
+// records at the same base offset.
+//
+// Errors: ErrShortBatch as ParseBatch; otherwise errors wrapping ErrCorrupt
+// that name the record and field at fault.
+func ValidateBatch(b []byte) (BatchHeader, error) {
+	h, err := ParseBatch(b)
+	if err != nil {
+		return h, err
+	}
+	c := cursor{b: b[BatchHeaderSize:h.Size()]}
+	var r rawRecord
+	maxTS := h.FirstTimestamp
+	for i := 0; i < int(h.RecordCount); i++ {
+		c.record(i, &r)
+		if c.err != nil {
+			return h, c.err
+		}
+		if i == 0 && r.tsDelta != 0 {
+			return h, fmt.Errorf("%w: record 0: timestamp delta %d, want 0", ErrCorrupt, r.tsDelta)
+		}
+		maxTS = max(maxTS, h.FirstTimestamp+r.tsDelta)
+	}
+	if c.left() != 0 {
+		return h, fmt.Errorf("%w: %d bytes after the last of %d records", ErrCorrupt, c.left(), h.RecordCount)
+	}
+	if maxTS != h.MaxTimestamp {
+		return h, fmt.Errorf("%w: max timestamp %d, records' newest is %d", ErrCorrupt, h.MaxTimestamp, maxTS)
+	}
+	return h, nil
+}
+
+// DecodeRecords appends the records of the batch at the start of b to dst
+// and returns the extended slice. Each record gets Offset = BaseOffset +
+// its position and its absolute Timestamp.
+//
+// Ownership: Key, Payload and header values alias b: copy them before
+// reusing b. The Headers of all records of the batch share one allocation
+// and their keys one string; the records' slices are capped so that
+// appending to one does not overwrite another.
+//
+// REQUIRES: b was accepted by ValidateBatch (the CRC is not checked again).
+// On bytes it would reject, DecodeRecords may return an error wrapping
+// ErrCorrupt (records appended before the error stay in the result) but
+// never panics.
+func DecodeRecords(dst []Record, b []byte) ([]Record, error) {
+	if h, err := parseHeader(b); err == nil {
+		dst = slices.Grow(dst, int(h.RecordCount))
+	}
+	err := decode(b, func(r Record) bool {
+		dst = append(dst, r)
+		return true
+	})
+	return dst, err
+}
+
+// ForEachRecord calls fn with each record of the batch at the start of b,
+// in order, until fn returns false. Records are as DecodeRecords makes them
+// (their slices alias b). REQUIRES and errors: as DecodeRecords.
+func ForEachRecord(b []byte, fn func(Record) bool) error {
+	return decode(b, fn)
+}
+
+// decode reads the records of the batch at the start of b in two passes:
+// the first counts headers and header key bytes so that the second can
+// put all headers in one slice and all keys in one string.
+func decode(b []byte, emit func(Record) bool) error {
+	h, err := parseHeader(b)
+	if err != nil {
+		return err
+	}
+	if len(b) < h.Size() {
+		return ErrShortBatch
+	}
+	recs := b[BatchHeaderSize:h.Size()]
+	nHeaders, keyBytes, err := measure(recs, int(h.RecordCount))
+	if err != nil {
+		return err
+	}
+	var hs []Header
+	var keys strings.Builder
+	if nHeaders > 0 {
+		hs = make([]Header, 0, nHeaders)
+		keys.Grow(keyBytes)
+	}
+	c := cursor{b: recs}
+	var r rawRecord
+	for i := 0; i < int(h.RecordCount); i++ {
+		c.record(i, &r)
+		if c.err != nil {
+			return c.err
+		}
+		rec := Record{
+			Offset:    h.BaseOffset + int64(i),
+			Timestamp: h.FirstTimestamp + r.tsDelta,
+			Key:       r.key,
+			Payload:   r.payload,
+		}
+		copy(rec.MessageID[:], r.id)
+		if r.nHeaders > 0 {
+			start := len(hs)
+			hs = appendHeaders(hs, r.headers, r.nHeaders, &keys)
+			rec.Headers = hs[start:len(hs):len(hs)]
+		}
+		if !emit(rec) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// measure counts the headers of the first n records in recs and the bytes
+// of their keys.
+func measure(recs []byte, n int) (nHeaders, keyBytes int, err error) {
+	c := cursor{b: recs}
+	var r rawRecord
+	for i := 0; i < n; i++ {
+		c.record(i, &r)
+		if c.err != nil {
+			return 0, 0, c.err
+		}
+		nHeaders += r.nHeaders
+		keyBytes += r.keyBytes
+	}
+	return nHeaders, keyBytes, nil
+}
+
+// appendHeaders decodes n headers from enc, already checked by
+// cursor.record, appending them to hs and their keys to keys. A key is a
+// substring of keys.String(): the builder only appends, so earlier
+// substrings stay valid, and it never reallocates as measure sized it.
+func appendHeaders(hs []Header, enc []byte, n int, keys *strings.Builder) []Header {
+	c := cursor{b: enc}
+	for j := 0; j < n; j++ {
+		k := c.bytes(c.uvarint("header key length"), "header key")
+		v := c.lenBytes("header value")
+		keys.Write(k)
+		s := keys.String()
+		hs = append(hs, Header{Key: s[len(s)-len(k):], Value: v})
+	}
+	return hs
+}

@@ -1,0 +1,73 @@
+package partlog
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults and bounds of Options.
+const (
+	DefaultSegmentBytes       = 64 << 20
+	DefaultIndexIntervalBytes = 4096
+	DefaultWriteBufferBytes   = 1 << 20
+	// MaxSegmentBytes bounds SegmentBytes so that file positions fit the
+	// index's uint32 (a batch larger than SegmentBytes still goes alone in
+	// its own segment, and batches are at most MaxBatchBytes).
+	MaxSegmentBytes = 1 << 30
+	// MaxWriteBufferBytes bounds the per-log write buffer.
+	MaxWriteBufferBytes = 64 << 20
+)
+
+// Options configure a Log. The zero value of each field means its default.
+type Options struct {
+	// SegmentBytes: the active segment is rolled before a batch that would
+	// take it past this size. Default DefaultSegmentBytes; at most
+	// MaxSegmentBytes.
+	SegmentBytes int64
+	// IndexIntervalBytes: an index entry is added before a batch that
+	// starts at least this many bytes after the previous entry. Default
+	// DefaultIndexIntervalBytes.
+	IndexIntervalBytes int
+	// RetentionAge: 0 keeps records forever; otherwise EnforceRetention
+	// deletes whole segments whose newest record is older than this.
+	RetentionAge time.Duration
+	// RetentionBytes: 0 is unlimited; otherwise EnforceRetention deletes
+	// the oldest whole segments while the log is larger than this.
+	RetentionBytes int64
+	// WriteBufferBytes: appended batches are gathered in a buffer of this
+	// size and written with one system call when it is full or on Sync.
+	// Default DefaultWriteBufferBytes; at most MaxWriteBufferBytes.
+	WriteBufferBytes int
+	// Logger receives recovery reports; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills zero fields. Errors: ErrInvalidOptions naming the field.
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.SegmentBytes < 0 || o.SegmentBytes > MaxSegmentBytes:
+		return o, fmt.Errorf("%w: SegmentBytes %d not in [0, %d]", ErrInvalidOptions, o.SegmentBytes, MaxSegmentBytes)
+	case o.IndexIntervalBytes < 0:
+		return o, fmt.Errorf("%w: IndexIntervalBytes %d < 0", ErrInvalidOptions, o.IndexIntervalBytes)
+	case o.RetentionAge < 0:
+		return o, fmt.Errorf("%w: RetentionAge %v < 0", ErrInvalidOptions, o.RetentionAge)
+	case o.RetentionBytes < 0:
+		return o, fmt.Errorf("%w: RetentionBytes %d < 0", ErrInvalidOptions, o.RetentionBytes)
+	case o.WriteBufferBytes < 0 || o.WriteBufferBytes > MaxWriteBufferBytes:
+		return o, fmt.Errorf("%w: WriteBufferBytes %d not in [0, %d]", ErrInvalidOptions, o.WriteBufferBytes, MaxWriteBufferBytes)
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.IndexIntervalBytes == 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.WriteBufferBytes == 0 {
+		o.WriteBufferBytes = DefaultWriteBufferBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}

@@ -1,0 +1,55 @@
+package partlog
+
+import (
+	"errors"
+	"slices"
+	"time"
+)
+
+// EnforceRetention deletes the oldest whole segments that retention
+// allows to go: while the oldest one's newest record is older than
+// now-RetentionAge, or the log is larger than RetentionBytes. It never
+// deletes the active (last) segment, so a log keeps its newest records
+// whatever the limits. Readers holding a deleted segment finish their
+// read. Returns the number of segments deleted. Writer only.
+//
+// Errors: ErrClosed; the sticky write error; errors removing files (the
+// segments are gone from the log all the same).
+func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	n := l.expired(now)
+	if n == 0 {
+		return 0, nil
+	}
+	l.mu.Lock()
+	dead := l.segs[:n]
+	l.segs = slices.Clone(l.segs[n:])
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range dead {
+		errs = append(errs, s.remove())
+		l.size.Add(-s.size)
+		s.release()
+	}
+	errs = append(errs, syncDir(l.dir))
+	return n, errors.Join(errs...)
+}
+
+// expired returns how many segments, from the oldest, retention deletes.
+func (l *Log) expired(now time.Time) int {
+	cutoff := now.Add(-l.opts.RetentionAge).UnixNano()
+	total := l.size.Load()
+	n := 0
+	for ; n < len(l.segs)-1; n++ {
+		s := l.segs[n]
+		byAge := l.opts.RetentionAge > 0 && s.maxTS.Load() < cutoff
+		bySize := l.opts.RetentionBytes > 0 && total > l.opts.RetentionBytes
+		if !byAge && !bySize {
+			break
+		}
+		total -= s.size
+	}
+	return n
+}

@@ -1,0 +1,63 @@
+package partlog
+
+import (
+	"testing"
+	"time"
+)
+
+var timeZero = time.Unix(0, 0)
+
+func TestRetentionByAge(t *testing.T) {
+	f := newFixture(t, Options{SegmentBytes: 1024, RetentionAge: time.Hour})
+	f.appendMany(100, 20)
+	segs := f.l.Segments()
+	// tsOf(o) is about 1e6+10*o ns: "now" one hour after record 50's time.
+	now := time.Unix(0, tsOf(50)).Add(time.Hour)
+	n, err := f.l.EnforceRetention(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || f.l.Segments() != segs-n {
+		t.Fatalf("deleted %d of %d segments, %d left", n, segs, f.l.Segments())
+	}
+	start := f.l.StartOffset()
+	if start > 51 || f.want[start-1].Timestamp >= tsOf(50) {
+		t.Fatalf("start offset %d after deleting segments older than offset 50", start)
+	}
+	f.check()
+	// Far in the future everything is old, but the active segment stays.
+	if _, err := f.l.EnforceRetention(now.Add(1000 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if f.l.Segments() != 1 || f.l.NextOffset() != 100 {
+		t.Fatalf("%d segments, next %d", f.l.Segments(), f.l.NextOffset())
+	}
+	f.check()
+	f.reopen()
+	f.check()
+	f.appendMany(5, 5)
+	f.check()
+}
+
+func TestRetentionBySize(t *testing.T) {
+	f := newFixture(t, Options{SegmentBytes: 1024, RetentionBytes: 3000})
+	f.appendMany(200, 20)
+	if _, err := f.l.EnforceRetention(timeZero); err != nil {
+		t.Fatal(err)
+	}
+	if f.l.Size() > 3000 || f.l.Size()+1024 <= 3000 {
+		t.Fatalf("size %d after retention to 3000 bytes with 1 KiB segments", f.l.Size())
+	}
+	f.check()
+
+	// A limit below one segment keeps the active segment.
+	g := newFixture(t, Options{SegmentBytes: 1024, RetentionBytes: 1})
+	g.appendMany(100, 20)
+	if _, err := g.l.EnforceRetention(timeZero); err != nil {
+		t.Fatal(err)
+	}
+	if g.l.Segments() != 1 {
+		t.Fatalf("%d segments left", g.l.Segments())
+	}
+	g.check()
+}

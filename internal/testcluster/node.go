@@ -1,0 +1,222 @@
+// Package testcluster starts real hermes processes for tests: build the
+// binary once, start nodes on free loopback ports, and kill, pause,
+// restart and stop them. Every node a test starts is stopped by
+// t.Cleanup, whatever the test's outcome; only processes started here are
+// ever signalled, by PID.
+package testcluster
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Binary builds cmd/hermes once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hermes-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "hermes")
+		cmd := exec.Command("go", "build", "-tags", "pebblegozstd", "-o", buildPath, "github.com/hermes-mq/hermes/cmd/hermes")
+		cmd.Dir = moduleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building hermes: %v", buildErr)
+	}
+	return buildPath
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Node is one hermes process.
+type Node struct {
+	t        testing.TB
+	bin      string
+	DataDir  string
+	GRPCAddr string
+	HTTPAddr string
+	Args     []string // extra serve flags
+	logPath  string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	// exited is closed when the current process has been waited for.
+	exited chan struct{}
+}
+
+// StartNode starts a node with a fresh data directory and free ports, and
+// waits until it is ready. Extra `hermes serve` flags may be given.
+func StartNode(t testing.TB, args ...string) *Node {
+	t.Helper()
+	n := &Node{
+		t: t, bin: Binary(t), DataDir: filepath.Join(t.TempDir(), "data"),
+		GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), Args: args,
+	}
+	n.logPath = filepath.Join(t.TempDir(), "hermes.log")
+	t.Cleanup(func() {
+		n.Kill()
+		if t.Failed() {
+			t.Logf("log of node %s:\n%s", n.GRPCAddr, tail(n.logPath, 60))
+		}
+	})
+	n.Start()
+	return n
+}
+
+// FreeAddr returns a loopback address with a port free right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Start starts the process (again, after Kill or Stop) on the same data
+// directory and ports, and waits until /readyz answers.
+func (n *Node) Start() {
+	n.t.Helper()
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	args := append([]string{"serve", "--data-dir", n.DataDir, "--grpc-addr", n.GRPCAddr, "--http-addr", n.HTTPAddr}, n.Args...)
+	cmd := exec.Command(n.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		n.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	n.mu.Lock()
+	n.cmd, n.exited = cmd, exited
+	n.mu.Unlock()
+	n.waitReady(exited)
+}
+
+func (n *Node) waitReady(exited <-chan struct{}) {
+	deadline := time.Now().Add(30 * time.Second)
+	client := &http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			n.t.Fatalf("hermes exited during start:\n%s", tail(n.logPath, 40))
+		default:
+		}
+		resp, err := client.Get("http://" + n.HTTPAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.t.Fatalf("hermes not ready after 30s:\n%s", tail(n.logPath, 40))
+}
+
+// PID is the current process id (0 when not running).
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+func (n *Node) signal(sig syscall.Signal) (<-chan struct{}, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return nil, false
+	}
+	select {
+	case <-n.exited:
+		return n.exited, false
+	default:
+	}
+	n.cmd.Process.Signal(sig)
+	return n.exited, true
+}
+
+// Kill sends SIGKILL (kill -9) and waits for the process to be gone.
+func (n *Node) Kill() {
+	if ch, ok := n.signal(syscall.SIGKILL); ok {
+		<-ch
+	}
+}
+
+// Stop sends SIGTERM and waits for a graceful exit (SIGKILL after 15s).
+func (n *Node) Stop() {
+	ch, ok := n.signal(syscall.SIGTERM)
+	if !ok {
+		return
+	}
+	select {
+	case <-ch:
+	case <-time.After(15 * time.Second):
+		n.Kill()
+	}
+}
+
+// Pause and Resume send SIGSTOP and SIGCONT.
+func (n *Node) Pause()  { n.signal(syscall.SIGSTOP) }
+func (n *Node) Resume() { n.signal(syscall.SIGCONT) }
+
+// Metrics returns the node's /metrics text.
+func (n *Node) Metrics() string {
+	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return b.String()
+}
+
+// Log returns the last lines of the node's log.
+func (n *Node) Log(lines int) string { return tail(n.logPath, lines) }
+
+func tail(path string, lines int) string {
+	b, _ := os.ReadFile(path)
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
