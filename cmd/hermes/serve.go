@@ -114,5 +114,3 @@ func serve(cfg server.Config, shutdownTimeout time.Duration) error {
 	}
 	return serveErr
 }
-
-

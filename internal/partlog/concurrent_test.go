@@ -108,3 +108,49 @@ func readOnce(l *Log, rng *rand.Rand) error {
 	}
 	return nil
 }
+
+// TestReaderKeepsDeletedSegment holds a reader's view of the oldest
+// segment while retention deletes it: the read still works, and the file
+// is closed when the reader lets go.
+func TestReaderKeepsDeletedSegment(t *testing.T) {
+	f := newFixture(t, Options{SegmentBytes: 1024, RetentionBytes: 1})
+	f.appendMany(100, 20)
+	f.l.mu.RLock()
+	v := f.l.view(f.l.segs[0])
+	f.l.mu.RUnlock()
+	if n, err := f.l.EnforceRetention(timeZero); err != nil || n == 0 {
+		t.Fatalf("retention deleted %d segments: %v", n, err)
+	}
+	pos, h, err := findBatch(v.seg, 0, v.readable, v.seg.base, func(BatchHeader) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := v.collect(pos, h, 1<<20, f.l.NextOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := DecodeRecords(nil, b)
+	if err != nil || recs[0].Offset != 0 || string(recs[0].Payload) != string(f.want[0].Payload) {
+		t.Fatalf("read from the deleted segment: %v, %v", recs, err)
+	}
+	v.seg.release()
+	if _, err := v.seg.f.Stat(); err == nil {
+		t.Fatal("the deleted segment's file is still open after the last reference went")
+	}
+}
+
+// TestCrashLosesOnlyUnsynced abandons a log without Close (as a crash
+// would): what Sync acknowledged survives, the unwritten buffer does not.
+func TestCrashLosesOnlyUnsynced(t *testing.T) {
+	f := newFixture(t, Options{SegmentBytes: 2048})
+	f.appendMany(50, 20)
+	f.appendBatch(3, 20) // buffered, never written
+	crashed := f.l
+	f.want = f.want[:50]
+	f.l = nil
+	f.reopen()
+	f.check()
+	f.appendMany(10, 20)
+	f.check()
+	_ = crashed // never closed: its buffer must not reach the files
+}

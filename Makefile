@@ -1,0 +1,53 @@
+# Hermes: the two commands a newcomer needs are `make run` and `make test`.
+# Go fetches the modules it needs itself; nothing else is required.
+
+# Pebble's zstd in pure Go: no C zstd is compiled.
+export GOFLAGS := -tags=pebblegozstd
+
+GO        ?= go
+DATA_DIR  ?= ./data
+BIN       ?= bin/hermes
+# Packages that run goroutines; they are tested with the race detector.
+RACE_PKGS := ./internal/... ./pkg/...
+
+.PHONY: run build test lint unit e2e bench fuzz proto clean
+
+run: build
+	$(BIN) serve --data-dir $(DATA_DIR)
+
+build:
+	$(GO) build -o $(BIN) ./cmd/hermes
+
+test: lint unit e2e
+
+lint:
+	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@echo "== go vet"; $(GO) vet ./...
+
+unit:
+	@echo "== unit tests (race detector)"
+	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
+
+e2e:
+	@echo "== end-to-end tests (real hermes processes)"
+	$(GO) test -count=1 -timeout 15m ./e2e/... ./cmd/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/partlog/ ./internal/memring/ ./internal/broker/ ./e2e/
+
+# Run each fuzz target for FUZZTIME (default 30s).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateBatch$$' -fuzztime $(FUZZTIME) ./internal/partlog/
+	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/partlog/
+
+# Regenerate the committed protobuf code (needs protoc; installs the Go plugins).
+proto:
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative proto/hermes/v1/hermes.proto
+
+clean:
+	rm -rf bin

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-mq/hermes/pkg/client"
+)
+
+func init() { clientCommands = append(clientCommands, newConsumeCmd) }
+
+type consumeFlags struct {
+	brokerFlags
+	group         string
+	fromBeginning bool
+	offset        int64
+	partitions    []int32
+	count         int
+	idle          time.Duration
+	format        string
+	commit        string
+}
+
+func newConsumeCmd() *cobra.Command {
+	var cf consumeFlags
+	cmd := &cobra.Command{
+		Use:   "consume TOPIC",
+		Short: "Print the records of a topic",
+		Long: `Print the records of TOPIC as they arrive: by default new records only,
+all partitions, without a group.
+
+--format text prints each payload on a line; --format json prints one
+object per line with topic, partition, offset, key, headers, message_id,
+timestamp and payload (key, header values and payload are strings when
+they are UTF-8, else base64 in key_base64, value_base64, payload_base64).
+
+It stops after --count records, after --timeout-idle without a record,
+after --timeout, or on Ctrl-C, and then (with --group) commits what it
+printed: --commit auto commits on exit and every second, manual only on
+exit, per-message acks each record once printed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runConsume(cmd, &cf, args[0])
+		},
+	}
+	cf.register(cmd, 0)
+	f := cmd.Flags()
+	f.StringVarP(&cf.group, "group", "g", "", "consume as a member of this consumer group")
+	f.BoolVar(&cf.fromBeginning, "from-beginning", false, "start at the oldest record (a group: where it has no committed offset)")
+	f.Int64Var(&cf.offset, "offset", 0, "start at this offset (with --partition)")
+	f.Int32SliceVarP(&cf.partitions, "partition", "p", nil, "read only these partitions (without --group)")
+	f.IntVarP(&cf.count, "count", "n", 0, "stop after this many records (0: no limit)")
+	f.DurationVar(&cf.idle, "timeout-idle", 0, "stop when no record came for this long (0: wait forever)")
+	f.StringVar(&cf.format, "format", "text", "text or json")
+	f.StringVar(&cf.commit, "commit", "auto", "with --group: auto, manual or per-message")
+	return cmd
+}
+
+// options turns the flags into subscription options.
+func (cf *consumeFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, client.AckMode, error) {
+	bad := func(format string, a ...any) error {
+		return &client.Error{Code: client.CodeInvalidArgument, Message: fmt.Sprintf(format, a...)}
+	}
+	if cf.format != "text" && cf.format != "json" {
+		return nil, 0, bad("--format must be text or json, not %q", cf.format)
+	}
+	modes := map[string]client.AckMode{"auto": client.AckAutoCommit, "manual": client.AckManual, "per-message": client.AckPerMessage}
+	mode, ok := modes[cf.commit]
+	if !ok {
+		return nil, 0, bad("--commit must be auto, manual or per-message, not %q", cf.commit)
+	}
+	hasOffset := cmd.Flags().Changed("offset")
+	if hasOffset && cf.fromBeginning {
+		return nil, 0, bad("--offset and --from-beginning exclude each other")
+	}
+	if cf.group != "" && len(cf.partitions) > 0 {
+		return nil, 0, bad("--partition is for consumers without --group (a group assigns partitions)")
+	}
+	opts := []client.SubscribeOption{client.WithAckMode(mode), client.WithClientID("hermes-cli")}
+	switch {
+	case hasOffset:
+		opts = append(opts, client.FromOffset(cf.offset))
+	case cf.fromBeginning:
+		opts = append(opts, client.FromBeginning())
+	}
+	if cf.group != "" {
+		opts = append(opts, client.WithGroup(cf.group))
+	}
+	if len(cf.partitions) > 0 {
+		opts = append(opts, client.WithPartitions(cf.partitions...))
+	}
+	if cf.count > 0 && cf.count < client.DefaultCreditRecords {
+		// Do not take (and, in a group, hold) more records than we print.
+		opts = append(opts, client.WithCredit(cf.count, client.DefaultCreditBytes))
+	}
+	return opts, mode, nil
+}
+
+func runConsume(cmd *cobra.Command, cf *consumeFlags, topic string) error {
+	opts, mode, err := cf.options(cmd)
+	if err != nil {
+		return err
+	}
+	sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	ctx, cancel := cf.context(sigCtx)
+	defer cancel()
+	c, err := cf.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cs, err := c.Subscribe(ctx, topic, opts...)
+	if err != nil {
+		return err
+	}
+	loopErr := cf.loop(ctx, cs, mode, cmd.OutOrStdout())
+	var commitErr error
+	if cf.group != "" && mode == client.AckManual {
+		cctx, ccancel := context.WithTimeout(context.Background(), client.DefaultCloseTimeout)
+		commitErr = cs.Commit(cctx) // everything printed
+		ccancel()
+	}
+	closeErr := cs.Close() // auto mode commits here
+	return errors.Join(loopErr, commitErr, closeErr)
+}
+
+// loop prints records until --count, idleness, --timeout or Ctrl-C; only
+// other errors are returned.
+func (cf *consumeFlags) loop(ctx context.Context, cs *client.Consumer, mode client.AckMode, out io.Writer) error {
+	w := bufio.NewWriter(out)
+	defer w.Flush()
+	for n := 0; cf.count == 0 || n < cf.count; n++ {
+		nctx, ncancel := ctx, context.CancelFunc(func() {})
+		if cf.idle > 0 {
+			nctx, ncancel = context.WithTimeout(ctx, cf.idle)
+		}
+		m, err := cs.Next(nctx)
+		ncancel()
+		if err != nil {
+			if ctx.Err() != nil || (nctx.Err() != nil && errors.Is(err, context.DeadlineExceeded)) {
+				return nil // --timeout, Ctrl-C or --timeout-idle: a normal end
+			}
+			return err
+		}
+		if err := cf.print(w, m); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if cf.group != "" && mode == client.AckPerMessage {
+			if err := cs.Ack(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (cf *consumeFlags) print(w io.Writer, m *client.Message) error {
+	if cf.format == "text" {
+		_, err := fmt.Fprintf(w, "%s\n", m.Payload)
+		return err
+	}
+	b, err := json.Marshal(recordToJSON(m))
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// recordJSON is one line of --format json.
+type recordJSON struct {
+	Topic         string       `json:"topic"`
+	Partition     int32        `json:"partition"`
+	Offset        int64        `json:"offset"`
+	Key           *string      `json:"key,omitempty"`
+	KeyBase64     string       `json:"key_base64,omitempty"`
+	Headers       []headerJSON `json:"headers"`
+	MessageID     string       `json:"message_id"`
+	Timestamp     string       `json:"timestamp"`
+	Payload       *string      `json:"payload,omitempty"`
+	PayloadBase64 string       `json:"payload_base64,omitempty"`
+	DeliveryCount int          `json:"delivery_count,omitempty"`
+}
+
+type headerJSON struct {
+	Key         string  `json:"key"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 string  `json:"value_base64,omitempty"`
+}
+
+// textOrBase64 returns b as a string when it is UTF-8, else its base64.
+func textOrBase64(b []byte) (*string, string) {
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, ""
+	}
+	return nil, base64.StdEncoding.EncodeToString(b)
+}
+
+func recordToJSON(m *client.Message) recordJSON {
+	r := recordJSON{
+		Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Headers: []headerJSON{},
+		MessageID: m.ID.String(), Timestamp: m.Timestamp.UTC().Format(time.RFC3339Nano),
+		DeliveryCount: m.DeliveryCount,
+	}
+	if m.Key != nil {
+		r.Key, r.KeyBase64 = textOrBase64(m.Key)
+	}
+	r.Payload, r.PayloadBase64 = textOrBase64(m.Payload)
+	for _, h := range m.Headers {
+		hj := headerJSON{Key: h.Key}
+		hj.Value, hj.ValueBase64 = textOrBase64(h.Value)
+		r.Headers = append(r.Headers, hj)
+	}
+	return r
+}

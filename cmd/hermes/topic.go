@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-mq/hermes/pkg/client"
+)
+
+func init() { clientCommands = append(clientCommands, newTopicCmd) }
+
+// This file also holds what every client command shares: the --addr and
+// --timeout flags, dialling, and table/JSON output.
+
+// adminTimeout is the default --timeout of one-shot commands.
+const adminTimeout = 10 * time.Second
+
+// brokerFlags are the flags of every command that talks to a broker.
+type brokerFlags struct {
+	addr    string
+	timeout time.Duration
+}
+
+// register adds --addr (default $HERMES_ADDR, else client.DefaultAddr) and
+// --timeout to cmd, the latter with default def (0: none).
+func (f *brokerFlags) register(cmd *cobra.Command, def time.Duration) {
+	addr := os.Getenv("HERMES_ADDR")
+	if addr == "" {
+		addr = client.DefaultAddr
+	}
+	cmd.Flags().StringVar(&f.addr, "addr", addr, "broker gRPC address (env HERMES_ADDR)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", def, "give up after this long (0: no limit)")
+}
+
+// context bounds the command by --timeout.
+func (f *brokerFlags) context(parent context.Context) (context.Context, context.CancelFunc) {
+	if f.timeout > 0 {
+		return context.WithTimeout(parent, f.timeout)
+	}
+	return context.WithCancel(parent)
+}
+
+// dial connects to the broker within ctx (and at most client.DefaultDialTimeout).
+func (f *brokerFlags) dial(ctx context.Context) (*client.Client, error) {
+	return client.Dial(ctx, f.addr)
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes rows aligned in columns; the first row is the header.
+func table(w io.Writer, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		for i, c := range r {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func itoa[T ~int | ~int32 | ~int64](v T) string { return strconv.FormatInt(int64(v), 10) }
+
+func newTopicCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create, list, describe and delete topics",
+	}
+	cmd.AddCommand(newTopicCreateCmd(), newTopicListCmd(), newTopicDescribeCmd(), newTopicDeleteCmd())
+	return cmd
+}
+
+func newTopicCreateCmd() *cobra.Command {
+	var (
+		bf          brokerFlags
+		partitions  int32
+		retention   time.Duration
+		retBytes    int64
+		maxMsgBytes int32
+		mode        string
+		ifNotExists bool
+		asJSON      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := client.ParseMode(mode)
+			if err != nil {
+				return err
+			}
+			opts := []client.TopicOption{client.WithPartitionCount(partitions), client.WithRetention(retention),
+				client.WithRetentionBytes(retBytes), client.WithMaxMessageBytes(maxMsgBytes), client.WithDefaultMode(m)}
+			if ifNotExists {
+				opts = append(opts, client.IfNotExists())
+			}
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			c, err := bf.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			info, err := c.CreateTopic(ctx, args[0], opts...)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), topicToJSON(info))
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "topic %s: %d partitions\n", info.Name, len(info.Partitions))
+			return err
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	f := cmd.Flags()
+	f.Int32Var(&partitions, "partitions", 1, "number of partitions")
+	f.DurationVar(&retention, "retention", 0, "delete segments older than this (0: keep)")
+	f.Int64Var(&retBytes, "retention-bytes", 0, "delete the oldest segments while a partition is larger (0: no limit)")
+	f.Int32Var(&maxMsgBytes, "max-message-bytes", 0, "largest record accepted (0: broker default, 1 MiB)")
+	f.StringVar(&mode, "mode", "", "default delivery mode: consistent, eventual or performance (default consistent)")
+	f.BoolVar(&ifNotExists, "if-not-exists", false, "succeed without change when the topic exists")
+	f.BoolVar(&asJSON, "json", false, "print the topic as JSON")
+	return cmd
+}
+
+func newTopicListCmd() *cobra.Command {
+	var (
+		bf     brokerFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			c, err := bf.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ts, err := c.ListTopics(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				out := make([]topicJSON, 0, len(ts))
+				for i := range ts {
+					out = append(out, topicToJSON(&ts[i]))
+				}
+				return printJSON(cmd.OutOrStdout(), out)
+			}
+			rows := [][]string{{"TOPIC", "PARTITIONS", "RECORDS", "SIZE", "MODE", "RETENTION"}}
+			for _, t := range ts {
+				var recs, size int64
+				for _, p := range t.Partitions {
+					recs += p.EndOffset - p.StartOffset
+					size += p.SizeBytes
+				}
+				rows = append(rows, []string{t.Name, itoa(len(t.Partitions)), itoa(recs), itoa(size),
+					t.Config.DefaultMode.String(), retentionText(t.Config)})
+			}
+			return table(cmd.OutOrStdout(), rows)
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func retentionText(c client.TopicConfig) string {
+	s := "forever"
+	if c.Retention > 0 {
+		s = c.Retention.String()
+	}
+	if c.RetentionBytes > 0 {
+		s += ", " + itoa(c.RetentionBytes) + " bytes"
+	}
+	return s
+}
+
+func newTopicDescribeCmd() *cobra.Command {
+	var (
+		bf     brokerFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's configuration and partitions (offsets, sizes)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			c, err := bf.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			t, err := c.DescribeTopic(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(w, topicToJSON(t))
+			}
+			fmt.Fprintf(w, "topic %s: %d partitions, mode %s, retention %s, max message %d bytes, segment %d bytes\n\n",
+				t.Name, len(t.Partitions), t.Config.DefaultMode, retentionText(t.Config), t.Config.MaxMessageBytes, t.Config.SegmentBytes)
+			rows := [][]string{{"PARTITION", "START", "END", "RECORDS", "SIZE", "RING-END", "RING-EVICTED"}}
+			for _, p := range t.Partitions {
+				rows = append(rows, []string{itoa(p.Partition), itoa(p.StartOffset), itoa(p.EndOffset),
+					itoa(p.EndOffset - p.StartOffset), itoa(p.SizeBytes), itoa(p.RingEndOffset), itoa(p.RingEvicted)})
+			}
+			return table(w, rows)
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newTopicDeleteCmd() *cobra.Command {
+	var bf brokerFlags
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a topic and all its records",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			c, err := bf.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.DeleteTopic(ctx, args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted topic %s\n", args[0])
+			return err
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	return cmd
+}
+
+// topicJSON is the --json form of a topic.
+type topicJSON struct {
+	Name            string          `json:"name"`
+	Partitions      int             `json:"partitions"`
+	RetentionMs     int64           `json:"retention_ms"`
+	RetentionBytes  int64           `json:"retention_bytes"`
+	MaxMessageBytes int32           `json:"max_message_bytes"`
+	SegmentBytes    int64           `json:"segment_bytes"`
+	DefaultMode     string          `json:"default_mode"`
+	PartitionInfo   []partitionJSON `json:"partition_info"`
+}
+
+type partitionJSON struct {
+	Partition     int32 `json:"partition"`
+	StartOffset   int64 `json:"start_offset"`
+	EndOffset     int64 `json:"end_offset"`
+	SizeBytes     int64 `json:"size_bytes"`
+	RingEndOffset int64 `json:"ring_end_offset"`
+	RingEvicted   int64 `json:"ring_evicted"`
+}
+
+func topicToJSON(t *client.TopicInfo) topicJSON {
+	out := topicJSON{
+		Name: t.Name, Partitions: len(t.Partitions), RetentionMs: t.Config.Retention.Milliseconds(),
+		RetentionBytes: t.Config.RetentionBytes, MaxMessageBytes: t.Config.MaxMessageBytes,
+		SegmentBytes: t.Config.SegmentBytes, DefaultMode: t.Config.DefaultMode.String(),
+		PartitionInfo: []partitionJSON{},
+	}
+	for _, p := range t.Partitions {
+		out.PartitionInfo = append(out.PartitionInfo, partitionJSON{p.Partition, p.StartOffset, p.EndOffset,
+			p.SizeBytes, p.RingEndOffset, p.RingEvicted})
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkEncode measures packing one batch of 100 records.
+func BenchmarkEncode(b *testing.B) {
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprint("payload=", size), func(b *testing.B) {
+			msgs := make([]*Message, 100)
+			for i := range msgs {
+				msgs[i] = &Message{Key: []byte("key"), Payload: make([]byte, size), Headers: []Header{{Key: "h", Value: []byte("v")}}}
+			}
+			var enc encoder
+			b.SetBytes(int64(100 * size))
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := enc.encode(msgs, time.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				putBuffer(data)
+			}
+		})
+	}
+}
+
+// BenchmarkProducer measures the Producer against the in-memory fake
+// broker (client overhead, not broker speed).
+func BenchmarkProducer(b *testing.B) {
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprint("payload=", size), func(b *testing.B) {
+			_, c := startFake(b)
+			if _, err := c.CreateTopic(context.Background(), "t", WithPartitionCount(4)); err != nil {
+				b.Fatal(err)
+			}
+			p, err := c.NewProducer(context.Background(), "t")
+			if err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				p.Publish(ctx, &Message{Payload: payload})
+			}
+			if err := p.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkBrokerProducer measures the Producer against the real broker
+// (one node, eventual mode, 4 partitions) on this machine.
+func BenchmarkBrokerProducer(b *testing.B) {
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprint("payload=", size), func(b *testing.B) {
+			br := startBroker(b)
+			c := br.dial()
+			ctx := context.Background()
+			if _, err := c.CreateTopic(ctx, "t", WithPartitionCount(4)); err != nil {
+				b.Fatal(err)
+			}
+			p, err := c.NewProducer(ctx, "t", WithMode(ModeEventual))
+			if err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			var last *Future
+			for b.Loop() {
+				last = p.Publish(ctx, &Message{Payload: payload})
+			}
+			if err := p.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := last.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

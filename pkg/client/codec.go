@@ -1,0 +1,128 @@
+package client
+
+// This file is the only one that knows the packed record-batch format; it
+// uses the codec of internal/partlog until that moves to pkg/record.
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/partlog"
+)
+
+// maxPooledBuffer bounds the encode buffers kept for reuse, so that one
+// huge batch does not pin its memory.
+const maxPooledBuffer = 4 << 20
+
+var bufPool sync.Pool // of *[]byte
+
+func getBuffer() []byte {
+	if p, ok := bufPool.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// putBuffer returns an encode buffer for reuse. REQUIRES: nothing
+// references b any more.
+func putBuffer(b []byte) {
+	if b == nil || cap(b) > maxPooledBuffer {
+		return
+	}
+	bufPool.Put(&b)
+}
+
+// encoder turns a batch's Messages into one packed batch. Its scratch
+// slices are reused from batch to batch, so encoding allocates nothing
+// once warm. Not safe for concurrent use (the Producer's sender owns it).
+type encoder struct {
+	recs []partlog.Record
+	hdrs []partlog.Header
+}
+
+// encode returns the packed batch of msgs (base offset 0: the broker
+// assigns offsets) in a buffer from the pool. Records with a zero
+// Timestamp get now.
+//
+// Errors: ErrMessageTooLarge when the batch exceeds the format's bound.
+func (e *encoder) encode(msgs []*Message, now time.Time) ([]byte, error) {
+	e.recs, e.hdrs = e.recs[:0], e.hdrs[:0]
+	nowNs := now.UnixNano()
+	for _, m := range msgs {
+		r := partlog.Record{MessageID: partlog.MessageID(m.ID), Timestamp: nowNs, Key: m.Key, Payload: m.Payload}
+		if !m.Timestamp.IsZero() {
+			r.Timestamp = m.Timestamp.UnixNano()
+		}
+		if len(m.Headers) > 0 {
+			start := len(e.hdrs)
+			for _, h := range m.Headers {
+				e.hdrs = append(e.hdrs, partlog.Header{Key: h.Key, Value: h.Value})
+			}
+			// If e.hdrs grows later, earlier records keep the old array,
+			// which still holds their headers.
+			r.Headers = e.hdrs[start:len(e.hdrs):len(e.hdrs)]
+		}
+		e.recs = append(e.recs, r)
+	}
+	if n := partlog.BatchSize(e.recs); n > partlog.MaxBatchBytes {
+		return nil, &Error{Code: CodeMessageTooLarge,
+			Message: fmt.Sprintf("batch of %d bytes exceeds the format's %d", n, partlog.MaxBatchBytes)}
+	}
+	out := partlog.AppendBatch(getBuffer(), 0, e.recs)
+	clear(e.recs) // drop references to the caller's slices
+	clear(e.hdrs)
+	return out, nil
+}
+
+// decoder turns packed batches into Messages. Its scratch slice is reused
+// between calls. Not safe for concurrent use (a Consumer's reader owns it).
+type decoder struct {
+	recs []partlog.Record
+}
+
+// decode decodes data, one or more packed batches of partition part of
+// topic, into Messages, skipping records below from. The Messages are in
+// one new slice; their slices alias data (which the caller must not
+// reuse).
+//
+// Errors: ErrCorruptBatch when data does not validate.
+func (d *decoder) decode(data []byte, topic string, part int32, from int64) ([]Message, error) {
+	recs := d.recs[:0]
+	defer func() { clear(recs); d.recs = recs[:0] }()
+	for len(data) > 0 {
+		h, err := partlog.ValidateBatch(data)
+		if err != nil {
+			return nil, &Error{Code: CodeCorruptBatch, Message: fmt.Sprintf("partition %d: %v", part, err)}
+		}
+		if recs, err = partlog.DecodeRecords(recs, data[:h.Size()]); err != nil {
+			return nil, &Error{Code: CodeCorruptBatch, Message: fmt.Sprintf("partition %d: %v", part, err)}
+		}
+		data = data[h.Size():]
+	}
+	nh := 0
+	for i := range recs {
+		nh += len(recs[i].Headers)
+	}
+	hdrs := make([]Header, 0, nh) // one allocation for the headers of all records
+	out := make([]Message, 0, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset < from {
+			continue
+		}
+		m := Message{
+			ID: MessageID(r.MessageID), Key: r.Key, Payload: r.Payload, Timestamp: time.Unix(0, r.Timestamp),
+			Topic: topic, Partition: part, Offset: r.Offset,
+		}
+		if len(r.Headers) > 0 {
+			start := len(hdrs)
+			for _, h := range r.Headers {
+				hdrs = append(hdrs, Header{Key: h.Key, Value: h.Value})
+			}
+			m.Headers = hdrs[start:len(hdrs):len(hdrs)]
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}

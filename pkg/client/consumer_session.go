@@ -1,0 +1,326 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+// maxPendingAcks bounds the acks and nacks queued for the stream writer;
+// beyond it Ack fails with a retriable ErrResourceExhausted.
+const maxPendingAcks = 64 * maxAckBatch
+
+// session is one Subscribe stream of a Consumer. The reader (the
+// Consumer's run goroutine) and one writer goroutine serve it.
+type session struct {
+	stream  hermesv1.Hermes_SubscribeClient
+	ctx     context.Context
+	cancel  context.CancelFunc
+	kickCh  chan struct{} // cap 1: the writer has requests to send
+	timeout time.Duration // the broker's session timeout
+
+	// Lock: Consumer.mu guards the fields below.
+	acks, nacks []*hermesv1.PartitionOffset
+	commits     []pendingCommit // queued for the writer
+	awaiting    []pendingCommit // sent, answered in order
+	autoPending bool            // an auto commit is queued or awaiting
+	halfClose   bool            // Close: send what is queued, then CloseSend
+	ended       bool
+}
+
+// pendingCommit is one commit request; reply is nil for auto commits.
+type pendingCommit struct {
+	offs  []*hermesv1.PartitionOffset
+	reply chan error
+}
+
+func (s *session) wake() {
+	select {
+	case s.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// open starts a Subscribe stream at start and waits (bounded by ctx and
+// the session timeout) for the broker's `subscribed`.
+func (c *Consumer) open(ctx context.Context, start *hermesv1.StartPosition) (*session, error) {
+	hctx, hcancel := context.WithTimeout(ctx, max(c.cfg.sessionTimeout, 10*time.Second))
+	defer hcancel()
+	sctx, cancel := context.WithCancel(c.ctx)
+	stop := context.AfterFunc(hctx, cancel) // the handshake is bounded; the stream is not
+	defer stop()
+	stream, err := c.c.api.Subscribe(sctx)
+	if err != nil {
+		cancel()
+		return nil, fromRPC(hctx, err)
+	}
+	s := &session{stream: stream, ctx: sctx, cancel: cancel, kickCh: make(chan struct{}, 1), timeout: c.cfg.sessionTimeout}
+	if err := stream.Send(c.cfg.openRequest(c.topic, start)); err != nil {
+		_, err = stream.Recv() // the status says why
+		cancel()
+		return nil, fromRPC(hctx, err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			cancel()
+			return nil, fromRPC(hctx, err)
+		}
+		if info := resp.GetError(); info != nil {
+			cancel()
+			return nil, fromInfo(info, codes.OK)
+		}
+		sub := resp.GetSubscribed()
+		if sub == nil {
+			if err := c.handle(s, resp); err != nil {
+				cancel()
+				return nil, err
+			}
+			continue
+		}
+		if !stop() {
+			cancel()
+			return nil, context.Cause(hctx)
+		}
+		if ms := sub.GetSessionTimeoutMs(); ms > 0 {
+			s.timeout = time.Duration(ms) * time.Millisecond
+		}
+		c.mu.Lock()
+		c.sess, c.memberID = s, sub.GetMemberId()
+		c.mu.Unlock()
+		return s, nil
+	}
+}
+
+// run serves sessions until Close or a permanent failure.
+func (c *Consumer) run(s *session) {
+	defer close(c.done)
+	for {
+		err := c.serve(s)
+		c.endSession(s)
+		if c.ctx.Err() != nil || c.isClosed() {
+			return
+		}
+		c.c.log.Warn("hermes: subscription broken, reconnecting", "topic", c.topic, "group", c.cfg.group, "err", err)
+		if s = c.reconnect(err); s == nil {
+			return
+		}
+	}
+}
+
+// serve runs s's writer and reads s until it breaks.
+func (c *Consumer) serve(s *session) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.runWriter(s)
+	}()
+	var err error
+	for err == nil {
+		var resp *hermesv1.SubscribeResponse
+		if resp, err = s.stream.Recv(); err == nil {
+			err = c.handle(s, resp)
+		}
+	}
+	s.cancel()
+	wg.Wait()
+	if errors.Is(err, io.EOF) {
+		return &Error{Code: CodeUnavailable, Retriable: true, Message: "subscription closed by the broker"}
+	}
+	return fromRPC(s.ctx, err)
+}
+
+// reconnect subscribes again with backoff; nil means the consumer is
+// closed or failed for good (then c.err is set).
+func (c *Consumer) reconnect(cause error) *session {
+	for attempt := 1; ; attempt++ {
+		if !subscribeRetriable(cause) || attempt > c.c.retry.MaxAttempts {
+			c.fail(cause)
+			return nil
+		}
+		if sleepCtx(c.ctx, c.c.retry.delay(attempt, retryAfter(cause))) != nil {
+			return nil
+		}
+		start := c.cfg.start
+		if c.cfg.group == "" {
+			c.mu.Lock()
+			start = resumeStart(c.cfg.start, c.cfg.partitions, c.next, c.lastTS)
+			c.mu.Unlock()
+		}
+		if c.isClosed() {
+			return nil
+		}
+		s, err := c.open(c.ctx, start)
+		if err == nil {
+			return s
+		}
+		if c.ctx.Err() != nil || c.isClosed() {
+			return nil
+		}
+		c.c.log.Warn("hermes: resubscribe failed", "topic", c.topic, "attempt", attempt, "err", err)
+		cause = err
+	}
+}
+
+// subscribeRetriable reports whether a broken or refused subscription is
+// worth another try: not when the request itself is wrong.
+func subscribeRetriable(err error) bool {
+	switch {
+	case errors.Is(err, ErrTopicNotFound), errors.Is(err, ErrInvalidArgument),
+		errors.Is(err, ErrInvalidTopicName), errors.Is(err, ErrPartitionNotFound),
+		errors.Is(err, ErrOffsetOutOfRange), errors.Is(err, ErrClosed),
+		errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
+}
+
+// fail ends the subscription for good with err.
+func (c *Consumer) fail(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.wakeWaiters()
+	c.mu.Unlock()
+}
+
+// endSession retires s: commits in progress fail as ErrUnavailable (they
+// may or may not have been applied); buffered records are dropped, since
+// the next session gets fresh credit and (for a group) the broker
+// redelivers everything after the committed offsets.
+func (c *Consumer) endSession(s *session) {
+	lost := &Error{Code: CodeUnavailable, Retriable: true, Message: "subscription stream broke before the commit was answered"}
+	c.mu.Lock()
+	s.ended = true
+	for _, pc := range append(s.awaiting, s.commits...) {
+		if pc.reply != nil {
+			pc.reply <- lost
+		}
+	}
+	s.awaiting, s.commits, s.acks, s.nacks = nil, nil, nil, nil
+	if c.sess == s {
+		c.sess = nil
+	}
+	clear(c.queue)
+	c.queue = c.queue[:0]
+	c.oweRecs, c.oweBytes = 0, 0
+	if c.cfg.group != "" {
+		c.memberID, c.assignment, c.last = "", nil, nil
+		clear(c.consumed)
+		clear(c.committed)
+	}
+	c.mu.Unlock()
+}
+
+// handle applies one response of s.
+func (c *Consumer) handle(s *session, resp *hermesv1.SubscribeResponse) error {
+	switch k := resp.GetKind().(type) {
+	case *hermesv1.SubscribeResponse_Subscribed:
+		c.mu.Lock()
+		c.memberID = k.Subscribed.GetMemberId()
+		c.mu.Unlock()
+	case *hermesv1.SubscribeResponse_Assignment:
+		c.assign(k.Assignment.GetPartitions())
+	case *hermesv1.SubscribeResponse_Deliveries:
+		return c.deliver(k.Deliveries)
+	case *hermesv1.SubscribeResponse_Commit:
+		c.commitAnswered(s, k.Commit)
+	case *hermesv1.SubscribeResponse_Error:
+		c.c.log.Warn("hermes: subscription request failed", "topic", c.topic, "err", fromInfo(k.Error, codes.OK))
+	}
+	return nil
+}
+
+// assign installs a group assignment and drops what belongs to revoked
+// partitions: their records go to the new owner.
+func (c *Consumer) assign(parts []int32) {
+	owned := make(map[int32]bool, len(parts))
+	for _, p := range parts {
+		owned[p] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.assignment = append([]int32(nil), parts...)
+	kept := c.queue[:0]
+	for _, q := range c.queue {
+		if owned[q.m.Partition] {
+			kept = append(kept, q)
+		} else {
+			c.oweCredit(1, q.cost)
+		}
+	}
+	clear(c.queue[len(kept):])
+	c.queue = kept
+	for _, m := range []map[int32]int64{c.consumed, c.committed} {
+		for p := range m {
+			if !owned[p] {
+				delete(m, p)
+			}
+		}
+	}
+	if c.last != nil && !owned[c.last.Partition] {
+		c.last = nil
+	}
+}
+
+// deliver queues delivered records for Next.
+func (c *Consumer) deliver(d *hermesv1.Deliveries) error {
+	qs, err := c.decode(d)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.missed += d.GetMissed()
+	for _, q := range qs {
+		if n, ok := c.next[q.m.Partition]; ok && c.cfg.group == "" && q.m.Offset < n {
+			c.oweCredit(1, q.cost) // already returned before a reconnect
+			continue
+		}
+		c.queue = append(c.queue, q)
+	}
+	if limit := 2 * int(c.cfg.creditRecords); len(c.queue) > limit {
+		return &Error{Code: CodeInternal, Message: fmt.Sprintf("broker sent %d records beyond credit %d", len(c.queue), c.cfg.creditRecords)}
+	}
+	if len(qs) > 0 {
+		c.wakeWaiters()
+	}
+	return nil
+}
+
+// decode turns a Deliveries message into queue entries, charging each
+// record the credit bytes it took: its share of its packed batch, or its
+// encoded size.
+func (c *Consumer) decode(d *hermesv1.Deliveries) ([]queued, error) {
+	var out []queued
+	if rs := d.GetRecords(); len(rs) > 0 {
+		ms := make([]Message, len(rs))
+		for i, r := range rs {
+			messageFromProto(&ms[i], c.topic, r)
+			out = append(out, queued{m: &ms[i], cost: int64(proto.Size(r))})
+		}
+	}
+	for _, b := range d.GetBatches() {
+		ms, err := c.dec.decode(b.GetData(), c.topic, b.GetPartition(), 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(ms) == 0 {
+			continue
+		}
+		share, rest := int64(len(b.GetData()))/int64(len(ms)), int64(len(b.GetData()))%int64(len(ms))
+		for i := range ms {
+			out = append(out, queued{m: &ms[i], cost: share})
+		}
+		out[len(out)-len(ms)].cost += rest
+	}
+	return out, nil
+}

@@ -1,0 +1,150 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/hermes-mq/hermes/pkg/client"
+)
+
+func ExampleParseMode() {
+	m, err := client.ParseMode("Eventual")
+	fmt.Println(m, err)
+	_, err = client.ParseMode("fast")
+	fmt.Println(errors.Is(err, client.ErrInvalidArgument))
+	// Output:
+	// eventual <nil>
+	// true
+}
+
+func ExampleError() {
+	// Broker failures are *client.Error values; test their kind with
+	// errors.Is against the sentinels, never by text.
+	var err error = fmt.Errorf("load orders: %w",
+		&client.Error{Code: client.CodeTopicNotFound, Message: `topic "orders" does not exist`})
+	fmt.Println(errors.Is(err, client.ErrTopicNotFound), errors.Is(err, client.ErrTopicExists))
+	var e *client.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Code, e.Retriable)
+	}
+	// Output:
+	// true false
+	// TOPIC_NOT_FOUND false
+}
+
+func ExampleMessageID_String() {
+	id := client.MessageID{0x01, 0x8f, 0x3a, 0x00, 0x11, 0x22, 0x70, 0x00, 0x80, 0, 0, 0, 0, 0, 0, 1}
+	fmt.Println(id)
+	// Output: 018f3a00-1122-7000-8000-000000000001
+}
+
+func ExampleClient_CreateTopic() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.DefaultAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.CreateTopic(ctx, "orders", client.WithPartitionCount(6),
+		client.WithRetention(7*24*time.Hour), client.IfNotExists())
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleClient_Publish() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.DefaultAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	acks, err := c.Publish(ctx, "orders", []*client.Message{
+		{Key: []byte("customer-42"), Payload: []byte(`{"item":"book"}`)},
+	}, client.WithMode(client.ModeConsistent))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("stored at", acks[0])
+}
+
+func ExampleProducer() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.DefaultAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.NewProducer(ctx, "orders", client.WithMode(client.ModeEventual), client.WithLinger(2*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	futs := make([]*client.Future, 0, 1000)
+	for i := range 1000 {
+		futs = append(futs, p.Publish(ctx, &client.Message{Payload: fmt.Appendf(nil, "event %d", i)}))
+	}
+	if err := p.Close(ctx); err != nil { // flushes
+		log.Fatal(err)
+	}
+	for _, f := range futs {
+		if _, err := f.Wait(ctx); err != nil {
+			log.Printf("record %v failed: %v", f.ID(), err)
+		}
+	}
+}
+
+func ExampleClient_Subscribe() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.DefaultAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	cs, err := c.Subscribe(ctx, "orders", client.WithGroup("billing"), client.FromBeginning(),
+		client.WithAckMode(client.AckManual))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cs.Close()
+	for {
+		m, err := cs.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%d/%d: %s\n", m.Partition, m.Offset, m.Payload)
+		if err := cs.Commit(ctx, m); err != nil { // commits offset+1 of m's partition
+			log.Print(err)
+		}
+	}
+}
+
+func ExampleConsumer_Ack() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.DefaultAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	cs, err := c.Subscribe(ctx, "jobs", client.WithGroup("workers"), client.WithAckMode(client.AckPerMessage),
+		client.WithAckWait(30*time.Second), client.WithMaxDeliveries(5), client.WithDeadLetterTopic("jobs.dlq"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cs.Close()
+	for {
+		m, err := cs.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if process(m) == nil {
+			cs.Ack(m)
+		} else {
+			cs.Nack(m) // delivered again, to jobs.dlq after 5 deliveries
+		}
+	}
+}
+
+func process(*client.Message) error { return nil }

@@ -1,0 +1,414 @@
+package client
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
+	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+// fakeBroker is a small in-memory Hermes for client tests: topics,
+// publish (unary and stream, packed or not, deduplicating message ids),
+// and plain or single-member-group subscriptions with credit. Faults are
+// injected through its exported-to-tests fields.
+type fakeBroker struct {
+	hermesv1.UnimplementedHermesServer
+
+	mu     sync.Mutex
+	topics map[string][][]partlog.Record // per partition log
+	seen   map[[16]byte]int64            // message id -> offset
+	commit map[string]int64              // "group/partition" -> offset
+	rr     int32
+	newRec chan struct{} // closed and replaced on every append
+
+	// Faults, under mu.
+	exhaust     int // answer the next N stream publishes RESOURCE_EXHAUSTED
+	breakAfter  int // abort a PublishStream after this many requests (0: never)
+	loseReply   int // apply the Nth stream request of a stream, then abort without answering
+	stall       bool
+	streamsOpen int
+	subBreak    int // abort a subscription after this many deliveries, once
+	subOpens    []*hermesv1.SubscribeOptions
+	dups        int // duplicate records dropped
+	granted     int // credit records granted back by subscribers
+	acked       []int64
+	commits     []*hermesv1.PartitionOffset
+}
+
+func newFakeBroker() *fakeBroker {
+	return &fakeBroker{topics: map[string][][]partlog.Record{}, seen: map[[16]byte]int64{},
+		commit: map[string]int64{}, newRec: make(chan struct{})}
+}
+
+// startFake serves a fakeBroker over an in-memory connection and returns a
+// Client dialled to it.
+func startFake(t testing.TB, opts ...Option) (*fakeBroker, *Client) {
+	t.Helper()
+	fb := newFakeBroker()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	hermesv1.RegisterHermesServer(srv, fb)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	dialer := func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }
+	opts = append([]Option{WithDialOptions(grpc.WithContextDialer(dialer)), WithRetry(5, time.Millisecond)}, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "passthrough:///fake", opts...)
+	if err != nil {
+		t.Fatalf("dial fake: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return fb, c
+}
+
+func hermesErr(code hermesv1.ErrorCode, gc codes.Code, retriable bool, msg string) error {
+	st, _ := status.New(gc, msg).WithDetails(&hermesv1.ErrorInfo{Code: code, Message: msg, Retriable: retriable})
+	return st.Err()
+}
+
+func (f *fakeBroker) CreateTopic(_ context.Context, r *hermesv1.CreateTopicRequest) (*hermesv1.CreateTopicResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.topics[r.GetName()]; ok {
+		if r.GetIfNotExists() {
+			return &hermesv1.CreateTopicResponse{Topic: f.info(r.GetName())}, nil
+		}
+		return nil, hermesErr(hermesv1.ErrorCode_ERROR_CODE_TOPIC_EXISTS, codes.AlreadyExists, false, "topic exists")
+	}
+	f.topics[r.GetName()] = make([][]partlog.Record, max(r.GetConfig().GetPartitions(), 1))
+	return &hermesv1.CreateTopicResponse{Topic: f.info(r.GetName())}, nil
+}
+
+func (f *fakeBroker) DescribeTopic(_ context.Context, r *hermesv1.DescribeTopicRequest) (*hermesv1.DescribeTopicResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.topics[r.GetName()]; !ok {
+		return nil, hermesErr(hermesv1.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, codes.NotFound, false, "no topic "+r.GetName())
+	}
+	return &hermesv1.DescribeTopicResponse{Topic: f.info(r.GetName())}, nil
+}
+
+// info describes a topic. Lock: mu must be held.
+func (f *fakeBroker) info(name string) *hermesv1.TopicInfo {
+	parts := f.topics[name]
+	ti := &hermesv1.TopicInfo{Name: name, Config: &hermesv1.TopicConfig{Partitions: int32(len(parts)), MaxMessageBytes: 1 << 20}}
+	for i, p := range parts {
+		ti.Partitions = append(ti.Partitions, &hermesv1.PartitionInfo{Partition: int32(i), EndOffset: int64(len(p))})
+	}
+	return ti
+}
+
+// appendRecs appends recs to a partition, dropping known message ids, and
+// returns the offset of the first (for a duplicate: its first offset).
+// Lock: mu must be held.
+func (f *fakeBroker) appendRecs(topic string, part int32, recs []partlog.Record) (base int64) {
+	log := f.topics[topic][part]
+	base = int64(len(log))
+	if o, dup := f.seen[recs[0].MessageID]; dup {
+		base = o
+	}
+	for _, r := range recs {
+		if _, dup := f.seen[r.MessageID]; dup {
+			f.dups++
+			continue
+		}
+		f.seen[r.MessageID] = int64(len(log))
+		r.Offset = int64(len(log))
+		log = append(log, r)
+	}
+	f.topics[topic][part] = log
+	close(f.newRec)
+	f.newRec = make(chan struct{})
+	return base
+}
+
+func (f *fakeBroker) Publish(_ context.Context, r *hermesv1.PublishRequest) (*hermesv1.PublishResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	parts, ok := f.topics[r.GetTopic()]
+	if !ok {
+		return nil, hermesErr(hermesv1.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, codes.NotFound, false, "no topic")
+	}
+	resp := &hermesv1.PublishResponse{RequestId: r.GetRequestId(), Mode: hermesv1.DeliveryMode_DELIVERY_MODE_CONSISTENT}
+	for _, pr := range r.GetRecords() {
+		p := f.rr % int32(len(parts))
+		if pr.Key != nil {
+			p = record.KeyPartition(pr.Key, int32(len(parts)))
+		} else {
+			f.rr++
+		}
+		rec := partlog.Record{Key: pr.Key, Payload: pr.GetPayload(), Timestamp: pr.GetTimestampUnixNano()}
+		if rec.Timestamp == 0 {
+			rec.Timestamp = time.Now().UnixNano()
+		}
+		for _, h := range pr.GetHeaders() {
+			rec.Headers = append(rec.Headers, partlog.Header{Key: h.GetKey(), Value: h.GetValue()})
+		}
+		copy(rec.MessageID[:], pr.GetMessageId())
+		off := f.appendRecs(r.GetTopic(), p, []partlog.Record{rec})
+		resp.Acks = append(resp.Acks, &hermesv1.RecordAck{Partition: p, Offset: off})
+	}
+	return resp, nil
+}
+
+func (f *fakeBroker) PublishStream(st hermesv1.Hermes_PublishStreamServer) error {
+	f.mu.Lock()
+	f.streamsOpen++
+	f.mu.Unlock()
+	for n := 1; ; n++ {
+		req, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		f.mu.Lock()
+		brk, stall := f.breakAfter > 0 && n > f.breakAfter, f.stall
+		if brk {
+			f.breakAfter = 0 // once
+		}
+		f.mu.Unlock()
+		if brk {
+			return status.Error(codes.Unavailable, "injected stream break")
+		}
+		if stall {
+			continue
+		}
+		resp := f.publishPacked(req)
+		f.mu.Lock()
+		lose := f.loseReply == n
+		if lose {
+			f.loseReply = 0
+		}
+		f.mu.Unlock()
+		if lose {
+			return status.Error(codes.Unavailable, "injected lost reply")
+		}
+		if err := st.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func (f *fakeBroker) publishPacked(req *hermesv1.PublishRequest) *hermesv1.PublishResponse {
+	resp := &hermesv1.PublishResponse{RequestId: req.GetRequestId(), Mode: hermesv1.DeliveryMode_DELIVERY_MODE_EVENTUAL}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.exhaust > 0 {
+		f.exhaust--
+		resp.Error = &hermesv1.ErrorInfo{Code: hermesv1.ErrorCode_ERROR_CODE_RESOURCE_EXHAUSTED, Retriable: true, RetryAfterMs: 1}
+		return resp
+	}
+	if _, err := partlog.ValidateBatch(req.GetBatch()); err != nil {
+		resp.Error = &hermesv1.ErrorInfo{Code: hermesv1.ErrorCode_ERROR_CODE_CORRUPT_BATCH, Message: err.Error()}
+		return resp
+	}
+	recs, _ := partlog.DecodeRecords(nil, req.GetBatch())
+	for i := range recs { // the log keeps them after the request's buffer is gone
+		recs[i].Key, recs[i].Payload = clone(recs[i].Key), clone(recs[i].Payload)
+	}
+	resp.Partition, resp.Count = req.GetPartition(), int32(len(recs))
+	resp.BaseOffset = f.appendRecs(req.GetTopic(), req.GetPartition(), recs)
+	return resp
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// logLen returns the record count of each partition of topic.
+func (f *fakeBroker) logLen(topic string) []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []int
+	for _, p := range f.topics[topic] {
+		out = append(out, len(p))
+	}
+	return out
+}
+
+// logLen2 is logLen of topic "t". Lock: mu must be held.
+func (f *fakeBroker) logLen2() []int {
+	var out []int
+	for _, p := range f.topics["t"] {
+		out = append(out, len(p))
+	}
+	return out
+}
+
+func (f *fakeBroker) Subscribe(st hermesv1.Hermes_SubscribeServer) error {
+	req, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	o := req.GetOpen()
+	f.mu.Lock()
+	parts, ok := f.topics[o.GetTopic()]
+	f.subOpens = append(f.subOpens, o)
+	f.mu.Unlock()
+	if !ok {
+		return hermesErr(hermesv1.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, codes.NotFound, false, "no topic")
+	}
+	sub := &fakeSub{f: f, st: st, open: o, next: map[int32]int64{}, credit: int(o.GetCreditRecords())}
+	sub.start(len(parts))
+	if err := st.Send(&hermesv1.SubscribeResponse{Kind: &hermesv1.SubscribeResponse_Subscribed{
+		Subscribed: &hermesv1.Subscribed{MemberId: "m1", SessionTimeoutMs: 300}}}); err != nil {
+		return err
+	}
+	if o.GetGroup() != "" {
+		a := &hermesv1.Assignment{Topic: o.GetTopic(), Partitions: sub.parts, Generation: 1}
+		if err := st.Send(&hermesv1.SubscribeResponse{Kind: &hermesv1.SubscribeResponse_Assignment{Assignment: a}}); err != nil {
+			return err
+		}
+	}
+	return sub.loop()
+}
+
+// fakeSub is one subscription of the fakeBroker.
+type fakeSub struct {
+	f      *fakeBroker
+	st     hermesv1.Hermes_SubscribeServer
+	open   *hermesv1.SubscribeOptions
+	parts  []int32
+	next   map[int32]int64
+	credit int
+}
+
+func (s *fakeSub) start(n int) {
+	s.parts = s.open.GetPartitions()
+	if len(s.parts) == 0 {
+		for p := range n {
+			s.parts = append(s.parts, int32(p))
+		}
+	}
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	for _, p := range s.parts {
+		switch pos := s.open.GetStart().GetPosition().(type) {
+		case *hermesv1.StartPosition_Earliest:
+			s.next[p] = 0
+		case *hermesv1.StartPosition_Offset:
+			s.next[p] = pos.Offset
+		default:
+			s.next[p] = int64(len(s.f.topics[s.open.GetTopic()][p]))
+		}
+		if c, ok := s.f.commit[s.open.GetGroup()+"/"+string(rune('0'+p))]; ok && s.open.GetGroup() != "" {
+			s.next[p] = c
+		}
+	}
+}
+
+func (s *fakeSub) loop() error {
+	events := make(chan *hermesv1.SubscribeRequest, 16)
+	go func() {
+		defer close(events)
+		for {
+			r, err := s.st.Recv()
+			if err != nil {
+				return
+			}
+			events <- r
+		}
+	}()
+	for sent := 0; ; {
+		d, wait := s.collect()
+		if d != nil {
+			s.f.mu.Lock()
+			brk := s.f.subBreak > 0 && sent >= s.f.subBreak
+			if brk {
+				s.f.subBreak = 0
+			}
+			s.f.mu.Unlock()
+			if brk {
+				return status.Error(codes.Unavailable, "injected subscription break")
+			}
+			sent++
+			if err := s.st.Send(&hermesv1.SubscribeResponse{Kind: &hermesv1.SubscribeResponse_Deliveries{Deliveries: d}}); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case r, ok := <-events:
+			if !ok {
+				return nil
+			}
+			if err := s.request(r); err != nil {
+				return err
+			}
+		case <-wait:
+		case <-s.st.Context().Done():
+			return nil
+		}
+	}
+}
+
+// collect takes up to the remaining credit of records, packed per
+// partition or one by one as the subscription asked.
+func (s *fakeSub) collect() (*hermesv1.Deliveries, <-chan struct{}) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	d := &hermesv1.Deliveries{}
+	n := 0
+	for _, p := range s.parts {
+		log := s.f.topics[s.open.GetTopic()][p]
+		take := min(int64(s.credit-n), int64(len(log))-s.next[p])
+		if take <= 0 {
+			continue
+		}
+		recs := log[s.next[p] : s.next[p]+take]
+		s.next[p] += take
+		n += int(take)
+		if s.open.GetPacked() {
+			d.Batches = append(d.Batches, &hermesv1.RecordBatch{Partition: p, Data: partlog.AppendBatch(nil, recs[0].Offset, recs)})
+			continue
+		}
+		for _, r := range recs {
+			pr := &hermesv1.Record{Offset: r.Offset, MessageId: r.MessageID[:], Key: r.Key,
+				Payload: r.Payload, TimestampUnixNano: r.Timestamp, Partition: p, DeliveryCount: 1}
+			for _, h := range r.Headers {
+				pr.Headers = append(pr.Headers, &hermesv1.Header{Key: h.Key, Value: h.Value})
+			}
+			d.Records = append(d.Records, pr)
+		}
+	}
+	if n == 0 {
+		return nil, s.f.newRec
+	}
+	s.credit -= n
+	return d, nil
+}
+
+func (s *fakeSub) request(r *hermesv1.SubscribeRequest) error {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	switch k := r.GetKind().(type) {
+	case *hermesv1.SubscribeRequest_Credit:
+		s.credit += int(k.Credit.GetRecords())
+		s.f.granted += int(k.Credit.GetRecords())
+	case *hermesv1.SubscribeRequest_Ack:
+		for _, po := range k.Ack.GetRecords() {
+			s.f.acked = append(s.f.acked, po.GetOffset())
+		}
+	case *hermesv1.SubscribeRequest_Commit:
+		for _, po := range k.Commit.GetOffsets() {
+			s.f.commit[s.open.GetGroup()+"/"+string(rune('0'+po.GetPartition()))] = po.GetOffset()
+			s.f.commits = append(s.f.commits, po)
+		}
+		return s.st.Send(&hermesv1.SubscribeResponse{Kind: &hermesv1.SubscribeResponse_Commit{
+			Commit: &hermesv1.CommitResult{Offsets: k.Commit.GetOffsets()}}})
+	}
+	return nil
+}

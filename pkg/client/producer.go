@@ -1,0 +1,291 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Defaults of the producer options.
+const (
+	DefaultLinger           = time.Millisecond
+	DefaultMaxBatchBytes    = 256 << 10
+	DefaultMaxBatchRecords  = 10000
+	DefaultMaxBufferedBytes = 32 << 20
+	DefaultMaxInFlight      = 64
+)
+
+// ProducerOption configures NewProducer. WithMode and WithPartition are
+// ProducerOptions too.
+type ProducerOption interface{ applyProducer(*producerConfig) }
+
+type producerOption func(*producerConfig)
+
+func (o producerOption) applyProducer(c *producerConfig) { o(c) }
+
+type producerConfig struct {
+	send        sendConfig
+	linger      time.Duration
+	maxBytes    int64
+	maxRecords  int
+	maxBuffered int64
+	maxInFlight int
+}
+
+// WithLinger sets how long a partition's batch waits for more records
+// before it is sent (default DefaultLinger). 0 sends each batch as soon as
+// the sender is free.
+func WithLinger(d time.Duration) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.linger = max(d, 0) })
+}
+
+// WithMaxBatchBytes bounds a batch's size (default DefaultMaxBatchBytes); a
+// record larger than it travels alone.
+func WithMaxBatchBytes(n int) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.maxBytes = int64(max(n, 1)) })
+}
+
+// WithMaxBatchRecords bounds a batch's record count (default
+// DefaultMaxBatchRecords).
+func WithMaxBatchRecords(n int) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.maxRecords = max(n, 1) })
+}
+
+// WithMaxBufferedBytes bounds the bytes of records published and not yet
+// acknowledged or failed (default DefaultMaxBufferedBytes). At the bound,
+// Publish blocks until space frees or its ctx ends.
+func WithMaxBufferedBytes(n int64) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.maxBuffered = max(n, 1) })
+}
+
+// WithMaxInFlight bounds the requests sent on the stream and not yet
+// answered (default DefaultMaxInFlight). With more than 1, a retried batch
+// may land after a later batch of the same partition; use 1 for strict
+// per-partition order across retries.
+func WithMaxInFlight(n int) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.maxInFlight = max(n, 1) })
+}
+
+// Producer publishes records of one topic asynchronously: it batches them
+// per partition and pipelines packed batches over one PublishStream.
+// It is safe for concurrent use. Retriable failures (RESOURCE_EXHAUSTED,
+// UNAVAILABLE, a broken stream) are retried with the same message ids, up
+// to the Client's RetryPolicy attempts per batch.
+//
+// The partition count is read once at creation: partitions added later
+// receive no records from this Producer.
+type Producer struct {
+	c      *Client
+	topic  string
+	cfg    producerConfig
+	maxMsg int // the topic's max message bytes; 0 when unknown
+
+	ctx    context.Context // ends with Close; parent of the streams
+	cancel context.CancelFunc
+
+	mu sync.Mutex
+	// Lock: mu guards every field below.
+	acc      accumulator
+	live     map[uint64]*batch // every batch not yet done, by seq
+	buffered int64             // Invariant: the sum of bytes of live batches.
+	space    chan struct{}     // closed and replaced when buffered drops, if waiters > 0
+	waiters  int
+	stream   *pubStream // current stream, nil when none
+	inflight int        // Invariant: 0 <= inflight <= cfg.maxInFlight
+	nextReq  uint64
+	closed   bool // no more Publish
+	stopping bool // the sender should exit
+
+	wake       chan struct{} // cap 1: the sender has something to look at
+	stopCh     chan struct{} // closed by Close: the sender exits
+	senderDone chan struct{}
+	streams    sync.WaitGroup // receiver goroutines
+	enc        encoder        // owned by the sender goroutine
+}
+
+// NewProducer returns a Producer for topic. It asks the broker for the
+// topic's partition count and max message size. The Producer must be
+// closed.
+//
+// Errors: ErrTopicNotFound, ErrPartitionNotFound when WithPartition names
+// a partition the topic lacks, ErrClosed.
+func (c *Client) NewProducer(ctx context.Context, topic string, opts ...ProducerOption) (*Producer, error) {
+	cfg := producerConfig{
+		linger: DefaultLinger, maxBytes: DefaultMaxBatchBytes, maxRecords: DefaultMaxBatchRecords,
+		maxBuffered: DefaultMaxBufferedBytes, maxInFlight: DefaultMaxInFlight,
+	}
+	for _, o := range opts {
+		o.applyProducer(&cfg)
+	}
+	info, err := c.DescribeTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	n := int32(len(info.Partitions))
+	if n == 0 {
+		n = max(info.Config.Partitions, 1)
+	}
+	fixed := int32(-1)
+	if cfg.send.hasPartition {
+		if cfg.send.partition < 0 || cfg.send.partition >= n {
+			return nil, &Error{Code: CodePartitionNotFound,
+				Message: fmt.Sprintf("topic %q has no partition %d", topic, cfg.send.partition)}
+		}
+		fixed = cfg.send.partition
+	}
+	p := &Producer{
+		c: c, topic: topic, cfg: cfg, maxMsg: int(info.Config.MaxMessageBytes),
+		acc:  newAccumulator(n, fixed, cfg.maxBytes, cfg.maxRecords, cfg.linger),
+		live: make(map[uint64]*batch), space: make(chan struct{}),
+		wake: make(chan struct{}, 1), stopCh: make(chan struct{}), senderDone: make(chan struct{}),
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	go p.runSender()
+	return p, nil
+}
+
+// Publish adds m to its partition's batch and returns at once with its
+// Future, unless the Producer holds its max buffered bytes: then it blocks
+// until space frees or ctx ends (the Future then fails with ctx.Err()).
+// A zero m.ID is set to a new UUIDv7; a zero Timestamp means the time the
+// batch is sent. ctx bounds only the wait for space, not the delivery.
+//
+// REQUIRES: m and its slices stay unmodified until the Future is done.
+// The Future fails at once with ErrMessageTooLarge when m exceeds the
+// topic's max message bytes or the buffer bound, ErrClosed after Close.
+func (p *Producer) Publish(ctx context.Context, m *Message) *Future {
+	if err := ensureID(m); err != nil {
+		return failedFuture(m.ID, err)
+	}
+	sz := m.size()
+	cost := int64(sz + recordOverhead)
+	if (p.maxMsg > 0 && sz > p.maxMsg) || cost > p.cfg.maxBuffered {
+		return failedFuture(m.ID, &Error{Code: CodeMessageTooLarge,
+			Message: fmt.Sprintf("record of %d bytes exceeds the limit of topic %q", sz, p.topic)})
+	}
+	p.mu.Lock()
+	if err := p.reserve(ctx, cost); err != nil {
+		p.mu.Unlock()
+		return failedFuture(m.ID, err)
+	}
+	b, idx, isNew := p.acc.add(m, cost, time.Now())
+	if isNew {
+		p.live[b.seq] = b
+	}
+	wake := isNew || p.acc.ready.len() > 0
+	p.mu.Unlock()
+	if wake {
+		p.signal()
+	}
+	return &Future{b: b, idx: int64(idx), id: m.ID}
+}
+
+// reserve waits until cost more bytes fit the buffer bound and takes them.
+// Lock: mu must be held; it is released while waiting.
+func (p *Producer) reserve(ctx context.Context, cost int64) error {
+	for {
+		if p.closed {
+			return ErrClosed
+		}
+		if p.buffered+cost <= p.cfg.maxBuffered {
+			p.buffered += cost
+			return nil
+		}
+		ch := p.space
+		p.waiters++
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		p.mu.Lock()
+		p.waiters--
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// release returns n buffered bytes and wakes blocked publishers.
+// Lock: mu must be held.
+func (p *Producer) release(n int64) {
+	p.buffered -= n
+	if p.buffered < 0 {
+		panic(fmt.Sprintf("hermes client: producer buffered %d < 0 after releasing %d", p.buffered, n))
+	}
+	if p.waiters > 0 {
+		close(p.space)
+		p.space = make(chan struct{})
+	}
+}
+
+// signal wakes the sender without blocking.
+func (p *Producer) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush sends every record published before the call at once (ignoring
+// linger) and waits until each is acknowledged or failed, or ctx ends.
+// Errors are reported by the records' Futures; Flush returns only
+// ctx.Err().
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.acc.sealAll()
+	waits := make([]chan struct{}, 0, len(p.live))
+	for _, b := range p.live {
+		waits = append(waits, b.done)
+	}
+	p.mu.Unlock()
+	p.signal()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close stops accepting records, flushes those buffered (bounded by ctx),
+// and releases the stream. Records not acknowledged when ctx ends fail
+// with ErrClosed, and Close returns ctx.Err(). Close is idempotent.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	if p.waiters > 0 { // blocked publishers see closed
+		close(p.space)
+		p.space = make(chan struct{})
+	}
+	p.mu.Unlock()
+	err := p.Flush(ctx)
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
+	close(p.stopCh)
+	<-p.senderDone
+	p.mu.Lock()
+	left := make([]*batch, 0, len(p.live))
+	for _, b := range p.live {
+		left = append(left, b)
+	}
+	s := p.stream
+	p.mu.Unlock()
+	for _, b := range left {
+		p.finish(b, nil, ErrClosed)
+	}
+	if s != nil {
+		_ = s.stream.CloseSend()
+	}
+	p.cancel()
+	p.streams.Wait()
+	return err
+}

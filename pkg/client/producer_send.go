@@ -1,0 +1,321 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+// pubStream is one PublishStream of a Producer, with the batches sent on it
+// and not yet answered. The sender goroutine is its only writer; one
+// receiver goroutine reads it.
+type pubStream struct {
+	stream   hermesv1.Hermes_PublishStreamClient
+	cancel   context.CancelFunc
+	inflight map[uint64]*batch // Lock: Producer.mu. By request id.
+	broken   bool              // Lock: Producer.mu. No more sends.
+}
+
+// work is what the sender does next.
+type work struct {
+	b        *batch
+	s        *pubStream
+	connect  bool
+	stop     bool
+	deadline time.Time // of the earliest open batch, to wake for linger
+}
+
+// runSender is the Producer's one sending goroutine: it seals batches whose
+// linger expired, (re)connects the stream and sends queued batches while
+// fewer than maxInFlight are unanswered.
+func (p *Producer) runSender() {
+	defer close(p.senderDone)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	failures := 0
+	for {
+		w := p.nextWork(time.Now())
+		switch {
+		case w.stop:
+			return
+		case w.b != nil:
+			p.send(w.s, w.b)
+			continue
+		case w.connect:
+			err := p.connect()
+			if err == nil {
+				failures = 0
+				continue
+			}
+			failures++
+			p.c.log.Warn("hermes: publish stream connect failed", "topic", p.topic, "attempt", failures, "err", err)
+			p.failAttempt(err)
+			if !p.pause(timer, p.c.retry.delay(failures, retryAfter(err))) {
+				return
+			}
+			continue
+		}
+		if !w.deadline.IsZero() {
+			timer.Reset(time.Until(w.deadline))
+		}
+		select {
+		case <-p.wake:
+		case <-timer.C:
+		case <-p.stopCh:
+		}
+	}
+}
+
+// nextWork decides the sender's next step. A batch taken from the retry
+// queue already holds an in-flight slot; one taken from ready takes one.
+func (p *Producer) nextWork(now time.Time) work {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return work{stop: true}
+	}
+	deadline := p.acc.expire(now)
+	if !p.acc.pending() {
+		return work{deadline: deadline}
+	}
+	if p.stream == nil {
+		return work{connect: true}
+	}
+	if b := p.acc.retry.pop(); b != nil {
+		return work{b: b, s: p.stream}
+	}
+	if p.inflight >= p.cfg.maxInFlight {
+		return work{deadline: deadline}
+	}
+	b := p.acc.ready.pop()
+	b.slot = true
+	p.inflight++
+	return work{b: b, s: p.stream}
+}
+
+// pause waits d; false means the producer is stopping.
+func (p *Producer) pause(t *time.Timer, d time.Duration) bool {
+	t.Reset(d)
+	select {
+	case <-t.C:
+		return true
+	case <-p.stopCh:
+		return false
+	}
+}
+
+// connect opens a new PublishStream and starts its receiver.
+func (p *Producer) connect() error {
+	ctx, cancel := context.WithCancel(p.ctx)
+	st, err := p.c.api.PublishStream(ctx)
+	if err != nil {
+		cancel()
+		return fromRPC(ctx, err)
+	}
+	s := &pubStream{stream: st, cancel: cancel, inflight: make(map[uint64]*batch)}
+	p.mu.Lock()
+	p.stream = s
+	p.mu.Unlock()
+	p.streams.Add(1)
+	go p.runReceiver(s)
+	return nil
+}
+
+// send encodes b (once; retries resend the same bytes, hence the same
+// message ids) and sends it on s. The sender owns b until it is
+// registered in s.inflight.
+func (p *Producer) send(s *pubStream, b *batch) {
+	if b.data == nil {
+		data, err := p.enc.encode(b.msgs, time.Now())
+		if err != nil {
+			p.finish(b, nil, err)
+			return
+		}
+		b.data = data
+	}
+	b.attempts++
+	part := b.partition
+	req := &hermesv1.PublishRequest{Topic: p.topic, Partition: &part, Mode: p.cfg.send.mode.proto(), Batch: b.data}
+	p.mu.Lock()
+	if s.broken {
+		b.attempts--
+		p.acc.retry.push(b)
+		p.mu.Unlock()
+		return
+	}
+	p.nextReq++
+	req.RequestId = p.nextReq
+	s.inflight[req.RequestId] = b
+	p.mu.Unlock()
+	if err := s.stream.Send(req); err != nil {
+		// The receiver's Recv fails too and requeues what was in flight.
+		p.mu.Lock()
+		s.broken = true
+		if p.stream == s {
+			p.stream = nil
+		}
+		p.mu.Unlock()
+		s.cancel()
+	}
+}
+
+// runReceiver reads s's responses until it breaks.
+func (p *Producer) runReceiver(s *pubStream) {
+	defer p.streams.Done()
+	for {
+		resp, err := s.stream.Recv()
+		if err != nil {
+			p.streamFailed(s, err)
+			return
+		}
+		p.mu.Lock()
+		b := s.inflight[resp.GetRequestId()]
+		delete(s.inflight, resp.GetRequestId())
+		p.mu.Unlock()
+		if b == nil {
+			p.c.log.Warn("hermes: publish response for unknown request", "request_id", resp.GetRequestId())
+			continue
+		}
+		p.handleResponse(b, resp)
+	}
+}
+
+// handleResponse completes b, or schedules its retry after a retriable
+// error. A batch waiting to be retried keeps its in-flight slot, so that
+// with WithMaxInFlight(1) nothing overtakes it.
+func (p *Producer) handleResponse(b *batch, resp *hermesv1.PublishResponse) {
+	info := resp.GetError()
+	if info == nil {
+		p.finish(b, resp, nil)
+		return
+	}
+	err := fromInfo(info, codes.OK)
+	if !err.Retriable || b.attempts >= p.c.retry.MaxAttempts {
+		p.finish(b, nil, err)
+		return
+	}
+	p.c.log.Debug("hermes: retrying batch", "topic", p.topic, "partition", b.partition, "attempt", b.attempts, "err", err)
+	time.AfterFunc(p.c.retry.delay(b.attempts, err.RetryAfter), func() { p.requeue(b) })
+}
+
+// requeue puts b on the retry queue unless it was finished meanwhile.
+func (p *Producer) requeue(b *batch) {
+	p.mu.Lock()
+	if !b.finished {
+		p.acc.retry.push(b)
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// streamFailed retires s and requeues (or fails, once out of attempts)
+// the batches that were in flight on it: whether the broker got them is
+// unknown, and resending the same ids is safe.
+func (p *Producer) streamFailed(s *pubStream, recvErr error) {
+	err := fromRPC(p.ctx, recvErr)
+	if errors.Is(recvErr, io.EOF) {
+		err = &Error{Code: CodeUnavailable, Retriable: true, Message: "publish stream closed by the broker"}
+	}
+	p.mu.Lock()
+	s.broken = true
+	if p.stream == s {
+		p.stream = nil
+	}
+	bs := make([]*batch, 0, len(s.inflight))
+	for id, b := range s.inflight {
+		bs = append(bs, b)
+		delete(s.inflight, id)
+	}
+	p.mu.Unlock()
+	s.cancel()
+	slices.SortFunc(bs, func(x, y *batch) int { return cmp.Compare(x.seq, y.seq) })
+	retry := streamRetriable(err)
+	if len(bs) > 0 {
+		p.c.log.Warn("hermes: publish stream broken", "topic", p.topic, "in_flight", len(bs), "err", err)
+	}
+	for _, b := range bs {
+		if retry && b.attempts < p.c.retry.MaxAttempts {
+			p.requeue(b)
+		} else {
+			p.finish(b, nil, err)
+		}
+	}
+	p.signal()
+}
+
+// streamRetriable reports whether a stream-level failure is worth a new
+// stream: yes unless the Producer is closing or the broker said it is not.
+func streamRetriable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Retriable || e.Code == CodeUnspecified || e.Code == CodeInternal
+	}
+	return true
+}
+
+// failAttempt counts a failed connect as an attempt of every queued batch
+// and fails those out of attempts, so that records do not wait forever
+// for an unreachable broker.
+func (p *Producer) failAttempt(err error) {
+	retry := streamRetriable(err)
+	var dead []*batch
+	p.mu.Lock()
+	for _, q := range []*batchQueue{&p.acc.retry, &p.acc.ready} {
+		for _, b := range q.drain() {
+			b.attempts++
+			if retry && b.attempts < p.c.retry.MaxAttempts {
+				q.push(b)
+			} else {
+				dead = append(dead, b)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, b := range dead {
+		p.finish(b, nil, err)
+	}
+}
+
+// finish completes b with the broker's response or err, once: it frees
+// b's buffered bytes and in-flight slot, and wakes its futures.
+func (p *Producer) finish(b *batch, resp *hermesv1.PublishResponse, err error) {
+	p.mu.Lock()
+	if b.finished {
+		p.mu.Unlock()
+		return
+	}
+	if err == nil && (resp.GetPartition() != b.partition || int(resp.GetCount()) != len(b.msgs)) {
+		err = &Error{Code: CodeInternal, Message: fmt.Sprintf(
+			"broker acknowledged %d records in partition %d for a batch of %d in partition %d",
+			resp.GetCount(), resp.GetPartition(), len(b.msgs), b.partition)}
+	}
+	b.finished = true
+	if b.slot {
+		b.slot = false
+		p.inflight--
+	}
+	delete(p.live, b.seq)
+	p.release(b.bytes)
+	if err != nil {
+		b.err = err
+	} else {
+		b.ackPart, b.base, b.mode = resp.GetPartition(), resp.GetBaseOffset(), Mode(resp.GetMode())
+	}
+	data := b.data
+	b.data, b.msgs = nil, nil
+	p.mu.Unlock()
+	close(b.done)
+	putBuffer(data)
+	p.signal()
+}

@@ -1,0 +1,239 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustCreate(t *testing.T, c *Client, name string, parts int32) {
+	t.Helper()
+	if _, err := c.CreateTopic(testCtx(t), name, WithPartitionCount(parts)); err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+}
+
+// checkAcks waits for every future and checks that acks are unique, dense
+// per partition from 0, and that the fake's log holds each record's id at
+// its acked offset.
+func checkAcks(t *testing.T, fb *fakeBroker, topic string, futs []*Future) {
+	t.Helper()
+	seen := map[[2]int64]bool{}
+	for i, f := range futs {
+		a, err := f.Wait(testCtx(t))
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		key := [2]int64{int64(a.Partition), a.Offset}
+		if seen[key] {
+			t.Fatalf("record %d: ack %v given twice", i, a)
+		}
+		seen[key] = true
+		fb.mu.Lock()
+		got := fb.topics[topic][a.Partition][a.Offset].MessageID
+		fb.mu.Unlock()
+		if got != [16]byte(a.ID) || a.ID != f.ID() {
+			t.Fatalf("record %d: log has id %x at %v, future says %x", i, got, a, a.ID)
+		}
+	}
+	total := 0
+	for _, n := range fb.logLen(topic) {
+		total += n
+	}
+	if total != len(futs) || len(seen) != len(futs) {
+		t.Fatalf("log holds %d records, %d acked, published %d", total, len(seen), len(futs))
+	}
+}
+
+func TestProducerPublishes(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "orders", 3)
+	p, err := c.NewProducer(testCtx(t), "orders", WithMaxBatchRecords(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futs []*Future
+	for i := range 1000 {
+		m := &Message{Payload: []byte(fmt.Sprint(i)), Headers: []Header{{Key: "n", Value: []byte("v")}}}
+		if i%2 == 0 {
+			m.Key = []byte(fmt.Sprint("key-", i%7))
+		}
+		futs = append(futs, p.Publish(testCtx(t), m))
+	}
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkAcks(t, fb, "orders", futs)
+	if f := p.Publish(testCtx(t), &Message{}); !errors.Is(waitErr(t, f), ErrClosed) {
+		t.Errorf("publish after close: %v", waitErr(t, f))
+	}
+}
+
+func waitErr(t *testing.T, f *Future) error {
+	_, err := f.Wait(testCtx(t))
+	return err
+}
+
+// TestProducerRetriesExhausted: RESOURCE_EXHAUSTED answers are retried
+// and the records land once.
+func TestProducerRetriesExhausted(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "t", 1)
+	fb.exhaust = 3
+	p, err := c.NewProducer(testCtx(t), "t", WithMaxInFlight(1), WithMaxBatchRecords(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futs []*Future
+	for range 20 {
+		futs = append(futs, p.Publish(testCtx(t), &Message{Payload: []byte("x")}))
+	}
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkAcks(t, fb, "t", futs)
+	if fb.exhaust != 0 {
+		t.Errorf("exhaust left %d", fb.exhaust)
+	}
+}
+
+// TestProducerLostReplyResendsSameIDs: the broker applies a batch and the
+// stream breaks before its answer; the producer reconnects and resends
+// the same ids, which the broker drops as duplicates.
+func TestProducerLostReplyResendsSameIDs(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "t", 2)
+	fb.loseReply = 2
+	p, err := c.NewProducer(testCtx(t), "t", WithMaxBatchRecords(10), WithMaxInFlight(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futs []*Future
+	for i := range 100 {
+		futs = append(futs, p.Publish(testCtx(t), &Message{Payload: []byte(fmt.Sprint(i))}))
+	}
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkAcks(t, fb, "t", futs)
+	if fb.dups == 0 || fb.streamsOpen < 2 {
+		t.Errorf("dups %d, streams %d: the lost reply was not retried on a new stream", fb.dups, fb.streamsOpen)
+	}
+}
+
+// TestProducerAttemptsBounded: a batch that keeps failing fails after the
+// client's max attempts with the broker's error.
+func TestProducerAttemptsBounded(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "t", 1)
+	fb.exhaust = 1000
+	p, err := c.NewProducer(testCtx(t), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := p.Publish(testCtx(t), &Message{Payload: []byte("x")})
+	if err := waitErr(t, f); !errors.Is(err, ErrResourceExhausted) {
+		t.Fatalf("err = %v, want ErrResourceExhausted", err)
+	}
+	if used := 1000 - fb.exhaust; used != 5 {
+		t.Errorf("attempts = %d, want 5 (WithRetry(5, ...))", used)
+	}
+	p.Close(testCtx(t))
+}
+
+// TestProducerBufferBound: with the broker silent, Publish blocks once
+// max buffered bytes are taken and gives up when its ctx ends; Close
+// fails what is left with ErrClosed.
+func TestProducerBufferBound(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "t", 1)
+	fb.stall = true
+	p, err := c.NewProducer(testCtx(t), "t", WithMaxBufferedBytes(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futs []*Future
+	for range 7 { // 7 * (100 + recordOverhead) = 980 bytes
+		futs = append(futs, p.Publish(testCtx(t), &Message{Payload: make([]byte, 100)}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	f := p.Publish(ctx, &Message{Payload: make([]byte, 100)})
+	if err := waitErr(t, f); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 40*time.Millisecond {
+		t.Fatalf("8th publish: %v after %v, want to block then DeadlineExceeded", err, time.Since(start))
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer ccancel()
+	if err := p.Close(cctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("close: %v", err)
+	}
+	for _, f := range futs {
+		if err := waitErr(t, f); !errors.Is(err, ErrClosed) {
+			t.Errorf("pending future after close: %v", err)
+		}
+	}
+}
+
+func TestProducerRejects(t *testing.T) {
+	_, c := startFake(t)
+	if _, err := c.NewProducer(testCtx(t), "missing"); !errors.Is(err, ErrTopicNotFound) {
+		t.Errorf("missing topic: %v", err)
+	}
+	mustCreate(t, c, "t", 2)
+	if _, err := c.NewProducer(testCtx(t), "t", WithPartition(2)); !errors.Is(err, ErrPartitionNotFound) {
+		t.Errorf("partition 2 of 2: %v", err)
+	}
+	p, err := c.NewProducer(testCtx(t), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(testCtx(t))
+	f := p.Publish(testCtx(t), &Message{Payload: make([]byte, 1<<20+1)})
+	if err := waitErr(t, f); !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("oversized: %v", err)
+	}
+}
+
+func TestSyncPublishAndAdmin(t *testing.T) {
+	fb, c := startFake(t)
+	ctx := testCtx(t)
+	mustCreate(t, c, "t", 2)
+	if _, err := c.CreateTopic(ctx, "t"); !errors.Is(err, ErrTopicExists) {
+		t.Errorf("create twice: %v", err)
+	}
+	if _, err := c.CreateTopic(ctx, "t", IfNotExists()); err != nil {
+		t.Errorf("create if not exists: %v", err)
+	}
+	msgs := []*Message{{Payload: []byte("a")}, {Key: []byte("k"), Payload: []byte("b")}, {Payload: []byte("c")}}
+	acks, err := c.Publish(ctx, "t", msgs, WithMode(ModeEventual))
+	if err != nil || len(acks) != 3 {
+		t.Fatalf("publish: %v %v", acks, err)
+	}
+	for i, a := range acks {
+		if msgs[i].ID.IsZero() || a.ID != msgs[i].ID {
+			t.Errorf("msg %d: id %v, ack id %v", i, msgs[i].ID, a.ID)
+		}
+		fb.mu.Lock()
+		got := fb.topics["t"][a.Partition][a.Offset]
+		fb.mu.Unlock()
+		if string(got.Payload) != string(msgs[i].Payload) {
+			t.Errorf("ack %v holds %q, want %q", a, got.Payload, msgs[i].Payload)
+		}
+	}
+	info, err := c.DescribeTopic(ctx, "t")
+	if err != nil || len(info.Partitions) != 2 || info.Partitions[0].EndOffset+info.Partitions[1].EndOffset != 3 {
+		t.Errorf("describe: %+v %v", info, err)
+	}
+	if _, err := c.Publish(ctx, "nope", msgs); !errors.Is(err, ErrTopicNotFound) {
+		t.Errorf("publish to missing topic: %v", err)
+	}
+}

@@ -1,0 +1,102 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+// PublishOption configures Client.Publish.
+type PublishOption interface{ applyPublish(*sendConfig) }
+
+// sendConfig is what Publish and a Producer share.
+type sendConfig struct {
+	mode         Mode
+	partition    int32
+	hasPartition bool
+}
+
+// SendOption is an option of both Client.Publish and Client.NewProducer.
+type SendOption func(*sendConfig)
+
+func (o SendOption) applyPublish(c *sendConfig)      { o(c) }
+func (o SendOption) applyProducer(c *producerConfig) { o(&c.send) }
+
+// WithMode sets the delivery mode of the records (default ModeDefault:
+// the topic's).
+func WithMode(m Mode) SendOption {
+	return func(c *sendConfig) { c.mode = m }
+}
+
+// WithPartition sends every record to partition p instead of choosing by
+// key hash (keyed records) or round-robin (keyless ones).
+func WithPartition(p int32) SendOption {
+	return func(c *sendConfig) { c.partition, c.hasPartition = p, true }
+}
+
+// Publish appends msgs to topic in one request and waits until the broker
+// acknowledged them in the chosen mode. It returns one Ack per message, in
+// order. Messages with a zero ID get a new UUIDv7 written into their ID
+// field; the broker chooses partitions by key hash (murmur2, as Kafka) or
+// round-robin unless WithPartition is given. Retriable failures are
+// retried with the same ids, which the broker deduplicates.
+//
+// REQUIRES: the request (all msgs) fits the broker's request size limit
+// (4 MiB by default); for many records use a Producer. msgs must not be
+// modified until Publish returns.
+//
+// Errors: ErrTopicNotFound, ErrPartitionNotFound, ErrMessageTooLarge,
+// ErrResourceExhausted and ErrUnavailable once retries are used up.
+// Nothing of a failed request was acknowledged.
+func (c *Client) Publish(ctx context.Context, topic string, msgs []*Message, opts ...PublishOption) ([]Ack, error) {
+	var cfg sendConfig
+	for _, o := range opts {
+		o.applyPublish(&cfg)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	req := &hermesv1.PublishRequest{Topic: topic, Mode: cfg.mode.proto(), Records: make([]*hermesv1.Record, len(msgs))}
+	if cfg.hasPartition {
+		req.Partition = &cfg.partition
+	}
+	for i, m := range msgs {
+		if err := ensureID(m); err != nil {
+			return nil, err
+		}
+		req.Records[i] = m.toProto()
+	}
+	var resp *hermesv1.PublishResponse
+	err := c.call(ctx, func(ctx context.Context) (e error) {
+		resp, e = c.api.Publish(ctx, req)
+		return e
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetAcks()) != len(msgs) {
+		return nil, &Error{Code: CodeInternal,
+			Message: fmt.Sprintf("broker acknowledged %d records of %d", len(resp.GetAcks()), len(msgs))}
+	}
+	acks := make([]Ack, len(msgs))
+	for i, a := range resp.GetAcks() {
+		acks[i] = Ack{ID: msgs[i].ID, Partition: a.GetPartition(), Offset: a.GetOffset(), Mode: Mode(resp.GetMode())}
+	}
+	return acks, nil
+}
+
+// ensureID gives m a new UUIDv7 when its ID is zero.
+func ensureID(m *Message) error {
+	if !m.ID.IsZero() {
+		return nil
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("hermes client: make message id: %w", err)
+	}
+	m.ID = MessageID(id)
+	return nil
+}
