@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -22,8 +22,8 @@ type ackedRecord struct {
 // message id, the acknowledged position.
 type publisher struct {
 	mu    sync.Mutex
-	sent  map[uint64][]partlog.MessageID // request id → ids, until answered
-	acked map[partlog.MessageID]ackedRecord
+	sent  map[uint64][]record.MessageID // request id → ids, until answered
+	acked map[record.MessageID]ackedRecord
 	count atomic.Int64
 }
 
@@ -91,7 +91,7 @@ func TestKill9DuringPublishLosesNoAckedRecord(t *testing.T) {
 	c, _ := dial(t, node)
 	createTopic(t, c, "crash", partitions)
 
-	pub := &publisher{sent: make(map[uint64][]partlog.MessageID), acked: make(map[partlog.MessageID]ackedRecord)}
+	pub := &publisher{sent: make(map[uint64][]record.MessageID), acked: make(map[record.MessageID]ackedRecord)}
 	killed := make(chan struct{})
 	go func() {
 		defer close(killed)
@@ -114,7 +114,7 @@ func TestKill9DuringPublishLosesNoAckedRecord(t *testing.T) {
 	pub.run(ctxT(t, 2*time.Minute), c, "crash", partitions, total-sent, batch)
 	t.Logf("after restart: acknowledged %d in all", pub.count.Load())
 
-	seen := make(map[partlog.MessageID]ackedRecord)
+	seen := make(map[record.MessageID]ackedRecord)
 	stored := 0
 	for p := int32(0); p < partitions; p++ {
 		recs := readAll(t, c, "crash", p)

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -19,7 +19,7 @@ type delivery struct {
 	consumer  string
 	partition int32
 	offset    int64
-	id        partlog.MessageID
+	id        record.MessageID
 }
 
 // consumer is a group member on its own connection, committing every
@@ -93,7 +93,7 @@ func (cs *consumer) loop(topic string, log chan<- delivery) {
 			n := 0
 			var last map[int32]int64 = map[int32]int64{}
 			for _, b := range k.Deliveries.Batches {
-				recs, err := partlog.DecodeRecords(nil, b.Data)
+				recs, err := record.DecodeRecords(nil, b.Data)
 				if err != nil {
 					panic(err)
 				}
@@ -154,7 +154,7 @@ func TestGroupMemberDeathRedeliversOnlyUncommitted(t *testing.T) {
 		return cons[0].partitions() == 2 && cons[1].partitions() == 2 && cons[2].partitions() == 2
 	})
 
-	published := make(map[partlog.MessageID]bool)
+	published := make(map[record.MessageID]bool)
 	pubDone := make(chan struct{})
 	go func() {
 		defer close(pubDone)
@@ -189,7 +189,7 @@ func TestGroupMemberDeathRedeliversOnlyUncommitted(t *testing.T) {
 	victim.conn.Close() // dies: no commit, no leave
 	<-pubDone
 
-	byID := make(map[partlog.MessageID][]delivery)
+	byID := make(map[record.MessageID][]delivery)
 	deadline := time.After(60 * time.Second)
 	for covered := 0; covered < len(published); {
 		select {

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -42,30 +42,30 @@ func createTopic(t *testing.T, c pb.HermesClient, name string, partitions int32)
 }
 
 // newIDs makes n UUIDv7 message ids.
-func newIDs(n int) []partlog.MessageID {
-	ids := make([]partlog.MessageID, n)
+func newIDs(n int) []record.MessageID {
+	ids := make([]record.MessageID, n)
 	for i := range ids {
-		ids[i] = partlog.MessageID(uuid.Must(uuid.NewV7()))
+		ids[i] = record.MessageID(uuid.Must(uuid.NewV7()))
 	}
 	return ids
 }
 
 // packed encodes records with the given ids and payloads made from them.
-func packed(ids []partlog.MessageID, payloadSize int) []byte {
+func packed(ids []record.MessageID, payloadSize int) []byte {
 	now := time.Now().UnixNano()
-	recs := make([]partlog.Record, len(ids))
+	recs := make([]record.Record, len(ids))
 	for i, id := range ids {
 		p := make([]byte, payloadSize)
 		copy(p, id[:])
-		recs[i] = partlog.Record{MessageID: id, Timestamp: now, Payload: p}
+		recs[i] = record.Record{MessageID: id, Timestamp: now, Payload: p}
 	}
-	return partlog.AppendBatch(nil, 0, recs)
+	return record.AppendBatch(nil, 0, recs)
 }
 
 // readAll fetches every record of a partition.
-func readAll(t *testing.T, c pb.HermesClient, topic string, partition int32) []partlog.Record {
+func readAll(t *testing.T, c pb.HermesClient, topic string, partition int32) []record.Record {
 	t.Helper()
-	var out []partlog.Record
+	var out []record.Record
 	off := int64(0)
 	for {
 		resp, err := c.Fetch(ctxT(t, 30*time.Second), &pb.FetchRequest{Topic: topic, Partition: partition, Offset: off, Packed: true, MaxBytes: 8 << 20})
@@ -76,7 +76,7 @@ func readAll(t *testing.T, c pb.HermesClient, topic string, partition int32) []p
 			return out
 		}
 		for _, b := range resp.Batches {
-			recs, err := partlog.DecodeRecords(nil, b.Data)
+			recs, err := record.DecodeRecords(nil, b.Data)
 			if err != nil {
 				t.Fatalf("decode %s/%d: %v", topic, partition, err)
 			}

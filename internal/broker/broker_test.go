@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/meta"
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 func openTest(t *testing.T, dir string, mod func(*Config)) *Broker {
@@ -27,8 +27,8 @@ func openTest(t *testing.T, dir string, mod func(*Config)) *Broker {
 	return b
 }
 
-func recs(prefix string, n int) []partlog.Record {
-	out := make([]partlog.Record, n)
+func recs(prefix string, n int) []record.Record {
+	out := make([]record.Record, n)
 	for i := range out {
 		out[i].Payload = []byte(fmt.Sprintf("%s-%d", prefix, i))
 	}
@@ -44,9 +44,9 @@ func mustPublish(t *testing.T, b *Broker, req *PublishRequest) *PublishResult {
 	return res
 }
 
-func fetchAll(t *testing.T, b *Broker, topic string, p int32) []partlog.Record {
+func fetchAll(t *testing.T, b *Broker, topic string, p int32) []record.Record {
 	t.Helper()
-	var out []partlog.Record
+	var out []record.Record
 	off := int64(0)
 	for {
 		res, err := b.Fetch(context.Background(), FetchRequest{Topic: topic, Partition: p, Offset: off})
@@ -74,7 +74,7 @@ func TestPublishFetchRoundTrip(t *testing.T) {
 	in := recs("k", 30)
 	for i := range in {
 		in[i].Key = []byte(fmt.Sprintf("key-%d", i%5))
-		in[i].Headers = []partlog.Header{{Key: "h", Value: []byte("v")}}
+		in[i].Headers = []record.Header{{Key: "h", Value: []byte("v")}}
 	}
 	res := mustPublish(t, b, &PublishRequest{Topic: "orders", Partition: AnyPartition, Records: in})
 	if len(res.Acks) != 30 || res.Mode != ModeConsistent {
@@ -100,14 +100,14 @@ func TestPublishFetchRoundTrip(t *testing.T) {
 		}
 	}
 	// A packed batch with ids and timestamps from the client is stored as is.
-	batch := partlog.AppendBatch(nil, 0, []partlog.Record{{MessageID: partlog.MessageID{1}, Timestamp: 42, Payload: []byte("x")}})
+	batch := record.AppendBatch(nil, 0, []record.Record{{MessageID: record.MessageID{1}, Timestamp: 42, Payload: []byte("x")}})
 	res = mustPublish(t, b, &PublishRequest{Topic: "orders", Partition: 1, Batch: batch})
 	if res.Count != 1 || res.Partition != 1 {
 		t.Fatalf("batch result %+v", res)
 	}
 	got := fetchAll(t, b, "orders", 1)
 	last := got[len(got)-1]
-	if last.MessageID != (partlog.MessageID{1}) || last.Timestamp != 42 || last.Offset != res.BaseOffset {
+	if last.MessageID != (record.MessageID{1}) || last.Timestamp != 42 || last.Offset != res.BaseOffset {
 		t.Fatalf("stored batch record %+v", last)
 	}
 }
@@ -132,7 +132,7 @@ func TestErrorsAreTyped(t *testing.T) {
 			return err
 		}(), ErrTopicNotFound},
 		{"too large", func() error {
-			_, err := b.Publish(ctx, &PublishRequest{Topic: "t", Partition: AnyPartition, Records: []partlog.Record{{Payload: make([]byte, 101)}}})
+			_, err := b.Publish(ctx, &PublishRequest{Topic: "t", Partition: AnyPartition, Records: []record.Record{{Payload: make([]byte, 101)}}})
 			return err
 		}(), ErrMessageTooLarge},
 		{"bad partition", func() error {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // commit appends the data requests of pending, fsyncs once, publishes the
@@ -40,7 +41,7 @@ func (p *partition) commitData(reqs []*writeReq) {
 		// Rebase the caller's batch itself (the tail cache keeps it) and
 		// append it as is: one CRC computation, not two.
 		bases[i] = p.log.NextOffset()
-		partlog.SetBaseOffset(r.batch, bases[i])
+		record.SetBaseOffset(r.batch, bases[i])
 		err = p.log.AppendRaw(r.batch)
 		records += r.records
 	}
@@ -142,7 +143,7 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 		return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
 	for len(raw) > 0 {
-		h, err := partlog.ParseBatch(raw)
+		h, err := record.ParseBatch(raw)
 		if err != nil {
 			return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 		}

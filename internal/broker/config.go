@@ -54,7 +54,7 @@ const (
 	DefaultPartitions      = 1
 	MaxPartitions          = 1024
 	DefaultMaxMessageBytes = 1 << 20
-	MaxMaxMessageBytes     = 16 << 20 // must fit one batch (partlog.MaxBatchBytes)
+	MaxMaxMessageBytes     = 16 << 20 // must fit one batch (record.MaxBatchBytes)
 	DefaultSegmentBytes    = 64 << 20
 	MinSegmentBytes        = 1 << 20
 )

@@ -3,7 +3,7 @@ package broker
 import (
 	"errors"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // pollNew looks for new records in the owned partitions, round-robin so
@@ -120,7 +120,7 @@ func (s *Subscription) trim(d *Delivery, batches [][]byte, cursor int64, limit i
 		if left <= 0 {
 			break
 		}
-		h, err := partlog.ParseBatch(bt)
+		h, err := record.ParseBatch(bt)
 		if err != nil {
 			return 0, errorf(ErrUnavailable, "decode %s/%d: %v", s.t.name, d.Partition, err)
 		}
@@ -134,7 +134,7 @@ func (s *Subscription) trim(d *Delivery, batches [][]byte, cursor int64, limit i
 			return 0, errorf(ErrUnavailable, "decode %s/%d: %v", s.t.name, d.Partition, err)
 		}
 		if len(recs) > 0 {
-			d.Batches = append(d.Batches, partlog.AppendBatch(nil, recs[0].Offset, recs))
+			d.Batches = append(d.Batches, record.AppendBatch(nil, recs[0].Offset, recs))
 			next = n
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // Fetch limits.
@@ -89,7 +89,7 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, err
 func (b *Broker) countConsumed(p *partition, batches [][]byte) {
 	var recs, size int
 	for _, bt := range batches {
-		h, err := partlog.ParseBatch(bt)
+		h, err := record.ParseBatch(bt)
 		if err == nil {
 			recs += int(h.RecordCount)
 		}
@@ -125,12 +125,12 @@ func (b *Broker) OffsetForTime(topic string, partition int32, ts int64) (int64, 
 // DecodeFrom decodes the records of batches with offsets in [from, ...),
 // at most max of them (max <= 0: all), appending to dst. It returns the
 // records and the offset after the last one returned (from if none).
-func DecodeFrom(dst []partlog.Record, batches [][]byte, from int64, max int) ([]partlog.Record, int64, error) {
+func DecodeFrom(dst []record.Record, batches [][]byte, from int64, max int) ([]record.Record, int64, error) {
 	next := from
 	for _, bt := range batches {
 		start := len(dst)
 		var err error
-		dst, err = partlog.DecodeRecords(dst, bt)
+		dst, err = record.DecodeRecords(dst, bt)
 		if err != nil {
 			return dst[:start], next, err
 		}

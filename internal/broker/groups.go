@@ -509,3 +509,7 @@ func (m *groupManager) close() {
 }
 
 var _ = sort.Strings
+
+// Offset is a group's committed offset on one partition (the next offset
+// to consume), as adapters pass it to CommitOffsets and Commit.
+type Offset = meta.Offset

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -24,7 +23,7 @@ type PublishRequest struct {
 	Partition int32
 	Mode      Mode
 	// Records to publish; the broker may modify them (ids, timestamps).
-	Records []partlog.Record
+	Records []record.Record
 	// Batch is a packed record batch. The broker owns it after the call
 	// and may modify it and keep it in its caches.
 	Batch []byte
@@ -110,7 +109,7 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 		return
 	}
 	if mode == ModePerformance {
-		recs, err := partlog.DecodeRecords(nil, batch)
+		recs, err := record.DecodeRecords(nil, batch)
 		if err != nil {
 			done(nil, errorf(ErrCorruptBatch, "%v", err))
 			return
@@ -132,7 +131,7 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 // gives records without an id or a timestamp the broker's. It returns the
 // batch to append (b itself unless it had to be re-encoded).
 func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
-	h, err := partlog.ValidateBatch(batch)
+	h, err := record.ValidateBatch(batch)
 	if err != nil {
 		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
 	}
@@ -143,7 +142,7 @@ func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
 	needFix := h.FirstTimestamp == 0
 	limit := int(t.cfg.MaxMessageBytes)
 	var tooLarge error
-	err = partlog.ForEachRecord(batch, func(r partlog.Record) bool {
+	err = record.ForEachRecord(batch, func(r record.Record) bool {
 		if size := recordSize(&r); size > limit {
 			tooLarge = errorf(ErrMessageTooLarge, "record at index %d is %d bytes; topic %q allows %d", r.Offset-h.BaseOffset, size, t.name, limit)
 			return false
@@ -162,16 +161,16 @@ func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
 	if !needFix {
 		return batch, n, nil
 	}
-	recs, err := partlog.DecodeRecords(nil, batch)
+	recs, err := record.DecodeRecords(nil, batch)
 	if err != nil {
 		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
 	}
 	fillRecords(recs, time.Now().UnixNano())
-	return partlog.AppendBatch(nil, 0, recs), n, nil
+	return record.AppendBatch(nil, 0, recs), n, nil
 }
 
 // recordSize is what max message bytes limits: key, headers and payload.
-func recordSize(r *partlog.Record) int {
+func recordSize(r *record.Record) int {
 	n := len(r.Key) + len(r.Payload)
 	for _, h := range r.Headers {
 		n += len(h.Key) + len(h.Value)
@@ -181,10 +180,10 @@ func recordSize(r *partlog.Record) int {
 
 // fillRecords gives records without an id a UUIDv7 and records without a
 // timestamp the time now.
-func fillRecords(recs []partlog.Record, now int64) {
+func fillRecords(recs []record.Record, now int64) {
 	for i := range recs {
 		if recs[i].MessageID.IsZero() {
-			recs[i].MessageID = partlog.MessageID(uuid.Must(uuid.NewV7()))
+			recs[i].MessageID = record.MessageID(uuid.Must(uuid.NewV7()))
 		}
 		if recs[i].Timestamp == 0 {
 			recs[i].Timestamp = now
@@ -213,7 +212,7 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, don
 
 // appendRing stores performance records in the partition's ring and wakes
 // live subscribers.
-func (b *Broker) appendRing(p *partition, recs []partlog.Record, size int) int64 {
+func (b *Broker) appendRing(p *partition, recs []record.Record, size int) int64 {
 	before := p.ring.Evicted()
 	first := p.ring.Append(recs)
 	if ev := p.ring.Evicted() - before; ev > 0 {
@@ -282,8 +281,8 @@ func (b *Broker) route(t *topic, req *PublishRequest) map[int32][]int {
 	return groups
 }
 
-func (b *Broker) publishGroup(p *partition, all []partlog.Record, idx []int, mode Mode, res *PublishResult, agg *aggregate) {
-	recs := make([]partlog.Record, len(idx))
+func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode Mode, res *PublishResult, agg *aggregate) {
+	recs := make([]record.Record, len(idx))
 	for j, i := range idx {
 		recs[j] = all[i]
 	}
@@ -301,9 +300,9 @@ func (b *Broker) publishGroup(p *partition, all []partlog.Record, idx []int, mod
 		agg.finish(nil)
 		return
 	}
-	batch := partlog.AppendBatch(nil, 0, recs)
-	if len(batch) > partlog.MaxBatchBytes {
-		agg.finish(errorf(ErrMessageTooLarge, "%d records for partition %d encode to %d bytes; one request may carry at most %d per partition", len(recs), p.id, len(batch), partlog.MaxBatchBytes))
+	batch := record.AppendBatch(nil, 0, recs)
+	if len(batch) > record.MaxBatchBytes {
+		agg.finish(errorf(ErrMessageTooLarge, "%d records for partition %d encode to %d bytes; one request may carry at most %d per partition", len(recs), p.id, len(batch), record.MaxBatchBytes))
 		return
 	}
 	b.appendDurable(p, batch, len(recs), mode, func(base int64, err error) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/group"
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // Dead-letter headers name where a dead-lettered record came from.
@@ -110,36 +110,36 @@ func (m *groupManager) settle(s *Subscription, pid int32, tr *group.Tracker, gen
 }
 
 // readOne reads the record at off, if it is still retained.
-func readOne(p *partition, off int64) (partlog.Record, bool) {
+func readOne(p *partition, off int64) (record.Record, bool) {
 	batches, _, _, err := p.readBatches(off, 1)
 	if err != nil {
-		return partlog.Record{}, false
+		return record.Record{}, false
 	}
 	recs, _, err := DecodeFrom(nil, batches, off, 1)
 	if err != nil || len(recs) == 0 || recs[0].Offset != off {
-		return partlog.Record{}, false
+		return record.Record{}, false
 	}
 	return recs[0], true
 }
 
 // deadLetter publishes rec to the subscription's dead-letter topic
 // (created with one partition if missing), with headers naming its origin.
-func (m *groupManager) deadLetter(s *Subscription, pid int32, rec partlog.Record) error {
+func (m *groupManager) deadLetter(s *Subscription, pid int32, rec record.Record) error {
 	dlq := s.opts.DeadLetterTopic
 	if _, err := m.b.CreateTopic(dlq, TopicConfig{}, true); err != nil {
 		return err
 	}
 	out := rec
 	out.Headers = append(slices.Clone(rec.Headers),
-		partlog.Header{Key: HeaderDLQTopic, Value: []byte(s.t.name)},
-		partlog.Header{Key: HeaderDLQPartition, Value: []byte(strconv.Itoa(int(pid)))},
-		partlog.Header{Key: HeaderDLQOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
-		partlog.Header{Key: HeaderDLQGroup, Value: []byte(s.gs.name)},
+		record.Header{Key: HeaderDLQTopic, Value: []byte(s.t.name)},
+		record.Header{Key: HeaderDLQPartition, Value: []byte(strconv.Itoa(int(pid)))},
+		record.Header{Key: HeaderDLQOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
+		record.Header{Key: HeaderDLQGroup, Value: []byte(s.gs.name)},
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := m.b.Publish(ctx, &PublishRequest{
-		Topic: dlq, Partition: AnyPartition, Mode: ModeConsistent, Records: []partlog.Record{out},
+		Topic: dlq, Partition: AnyPartition, Mode: ModeConsistent, Records: []record.Record{out},
 	})
 	return err
 }

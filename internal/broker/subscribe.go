@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // AckMode is how a group subscription's progress is recorded.
@@ -66,7 +66,7 @@ type SubscribeOptions struct {
 
 // DeliveredRecord is a record as delivered, with where it comes from.
 type DeliveredRecord struct {
-	partlog.Record
+	record.Record
 	Partition int32
 	// Mode is ModePerformance for ring records (ring offsets), else
 	// ModeConsistent (durable log offsets).
@@ -93,7 +93,7 @@ type Delivery struct {
 func (d *Delivery) Count() int {
 	n := len(d.Records)
 	for _, bt := range d.Batches {
-		if h, err := partlog.ParseBatch(bt); err == nil {
+		if h, err := record.ParseBatch(bt); err == nil {
 			n += int(h.RecordCount)
 		}
 	}

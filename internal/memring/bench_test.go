@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // BenchmarkAppend appends batches of 100 records with 100-byte payloads to
@@ -27,7 +27,7 @@ func BenchmarkRead(b *testing.B) {
 			for i := 0; i < 65536; i += 100 {
 				r.Append(recs(i, 100, 100))
 			}
-			dst := make([]partlog.Record, 0, n)
+			dst := make([]record.Record, 0, n)
 			from := r.Start()
 			b.SetBytes(int64(n) * 100)
 			b.ReportAllocs()

@@ -1,10 +1,10 @@
 package memring
 
-import "github.com/hermes-mq/hermes/internal/partlog"
+import "github.com/hermes-mq/hermes/pkg/record"
 
 // size is what a record counts against Options.MaxBytes: key, header keys
 // and values, and payload bytes.
-func size(rec *partlog.Record) int64 {
+func size(rec *record.Record) int64 {
 	n := len(rec.Key) + len(rec.Payload)
 	for _, h := range rec.Headers {
 		n += len(h.Key) + len(h.Value)
@@ -16,7 +16,7 @@ func size(rec *partlog.Record) int64 {
 // live in one new allocation (header keys are strings, already immutable).
 // Each sub-slice is capped at its length, so an append by a reader cannot
 // write into its neighbour. nil slices stay nil and empty ones empty.
-func clone(rec *partlog.Record) partlog.Record {
+func clone(rec *record.Record) record.Record {
 	out := *rec
 	n := len(rec.Key) + len(rec.Payload)
 	for _, h := range rec.Headers {
@@ -34,9 +34,9 @@ func clone(rec *partlog.Record) partlog.Record {
 	out.Key = take(rec.Key)
 	out.Payload = take(rec.Payload)
 	if rec.Headers != nil {
-		out.Headers = make([]partlog.Header, len(rec.Headers))
+		out.Headers = make([]record.Header, len(rec.Headers))
 		for i, h := range rec.Headers {
-			out.Headers[i] = partlog.Header{Key: h.Key, Value: take(h.Value)}
+			out.Headers[i] = record.Header{Key: h.Key, Value: take(h.Value)}
 		}
 	}
 	return out

@@ -17,7 +17,7 @@ package memring
 import (
 	"sync"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // Defaults of Options.
@@ -49,7 +49,7 @@ type Ring struct {
 	mu sync.Mutex
 	// buf is a circular buffer of retained records, oldest at head.
 	// Invariant: n <= len(buf) <= opts.MaxRecords.
-	buf  []partlog.Record
+	buf  []record.Record
 	head int
 	n    int
 	// start is the offset of the oldest retained record; start+n is the
@@ -81,8 +81,8 @@ func New(opts Options) *Ring {
 // stay within MaxRecords and MaxBytes it evicts the oldest records, which
 // may include some of recs if recs alone exceed a bound; evictions are
 // counted in Evicted. Waiters (Wait) are woken if recs is not empty.
-func (r *Ring) Append(recs []partlog.Record) (first int64) {
-	copies := make([]partlog.Record, len(recs))
+func (r *Ring) Append(recs []record.Record) (first int64) {
+	copies := make([]record.Record, len(recs))
 	for i := range recs {
 		copies[i] = clone(&recs[i])
 	}
@@ -101,7 +101,7 @@ func (r *Ring) Append(recs []partlog.Record) (first int64) {
 }
 
 // push appends rec and evicts to restore the bounds. Lock must be held.
-func (r *Ring) push(rec partlog.Record) {
+func (r *Ring) push(rec record.Record) {
 	if r.n == r.opts.MaxRecords {
 		r.evictOldest()
 	}
@@ -120,7 +120,7 @@ func (r *Ring) push(rec partlog.Record) {
 func (r *Ring) evictOldest() {
 	old := &r.buf[r.head]
 	r.bytes -= size(old)
-	*old = partlog.Record{} // drop the references so readers alone keep the bytes alive
+	*old = record.Record{} // drop the references so readers alone keep the bytes alive
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--
 	r.start++
@@ -130,7 +130,7 @@ func (r *Ring) evictOldest() {
 // grow doubles the buffer, up to MaxRecords. Lock must be held;
 // r.n == len(r.buf) < MaxRecords.
 func (r *Ring) grow() {
-	nb := make([]partlog.Record, min(max(2*len(r.buf), minCapacity), r.opts.MaxRecords))
+	nb := make([]record.Record, min(max(2*len(r.buf), minCapacity), r.opts.MaxRecords))
 	for i := range r.n {
 		nb[i] = r.buf[(r.head+i)%len(r.buf)]
 	}
@@ -146,7 +146,7 @@ func (r *Ring) grow() {
 //
 // The returned records share their byte slices with other readers and
 // stay valid forever (see the package comment); they must not be modified.
-func (r *Ring) Read(from int64, limit int, dst []partlog.Record) (recs []partlog.Record, next int64, missed int64) {
+func (r *Ring) Read(from int64, limit int, dst []record.Record) (recs []record.Record, next int64, missed int64) {
 	recs = dst[:0]
 	from = max(from, 0)
 	r.mu.Lock()

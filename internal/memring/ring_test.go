@@ -7,17 +7,17 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // recs returns n records with payloads of size bytes, the first 8 holding
 // seq+i so a reader can check which record it got.
-func recs(seq, n, size int) []partlog.Record {
-	out := make([]partlog.Record, n)
+func recs(seq, n, size int) []record.Record {
+	out := make([]record.Record, n)
 	for i := range out {
 		p := make([]byte, max(size, 8))
 		binary.BigEndian.PutUint64(p, uint64(seq+i))
-		out[i] = partlog.Record{Payload: p[:size:size], Timestamp: int64(seq + i)}
+		out[i] = record.Record{Payload: p[:size:size], Timestamp: int64(seq + i)}
 	}
 	return out
 }
@@ -65,7 +65,7 @@ func TestBounds(t *testing.T) {
 
 // checkRun checks that got holds consecutive offsets from first, each with
 // the payload recs gave it.
-func checkRun(t *testing.T, got []partlog.Record, first int64) {
+func checkRun(t *testing.T, got []record.Record, first int64) {
 	t.Helper()
 	for i, rec := range got {
 		if rec.Offset != first+int64(i) || binary.BigEndian.Uint64(rec.Payload[:8]) != uint64(rec.Offset) ||
@@ -98,7 +98,7 @@ func TestRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dst := make([]partlog.Record, 3, 8) // garbage to be overwritten
+			dst := make([]record.Record, 3, 8) // garbage to be overwritten
 			got, next, missed := r.Read(tt.from, tt.limit, dst)
 			if len(got) != tt.wantN || next != tt.next || missed != tt.miss {
 				t.Fatalf("Read(%d, %d) = %d records, next %d, missed %d; want %d %d %d",
@@ -111,9 +111,9 @@ func TestRead(t *testing.T) {
 
 func TestNoAliasing(t *testing.T) {
 	r := New(Options{MaxRecords: 2})
-	in := []partlog.Record{{
+	in := []record.Record{{
 		Key:     []byte("key"),
-		Headers: []partlog.Header{{Key: "h", Value: []byte("hv")}, {Key: "nil"}},
+		Headers: []record.Header{{Key: "h", Value: []byte("hv")}, {Key: "nil"}},
 		Payload: []byte("payload"),
 	}, {Key: []byte{}, Payload: nil}}
 	r.Append(in)
@@ -201,7 +201,7 @@ func TestConcurrent(t *testing.T) {
 
 func readAll(r *Ring, total int64, limit int) (int64, error) {
 	var next, seen, missed int64
-	var buf []partlog.Record
+	var buf []record.Record
 	for next < total {
 		ch := r.Wait()
 		got, n, m := r.Read(next, limit, buf)

@@ -2,7 +2,7 @@ package partlog
 
 import (
 	"fmt"
-	"hash/crc32"
+	"github.com/hermes-mq/hermes/pkg/record"
 	"math"
 )
 
@@ -90,7 +90,7 @@ func (l *Log) append(batch []byte, h BatchHeader, rebase bool) error {
 	start := len(l.buf)
 	l.buf = append(l.buf, batch...)
 	if rebase {
-		SetBaseOffset(l.buf[start:], h.BaseOffset)
+		record.SetBaseOffset(l.buf[start:], h.BaseOffset)
 	}
 	return nil
 }
@@ -113,9 +113,7 @@ func (l *Log) writeDirect(batch []byte, base int64, rebase bool) error {
 	if rebase {
 		var hdr [BatchHeaderSize]byte
 		copy(hdr[:], batch)
-		le.PutUint64(hdr[offBaseOffset:], uint64(base))
-		crc := crc32.Update(crc32.Checksum(hdr[offMagic:], castagnoli), castagnoli, batch[BatchHeaderSize:])
-		le.PutUint32(hdr[offCRC:], crc)
+		record.RebaseHeader(&hdr, batch[BatchHeaderSize:], base)
 		if _, err := seg.f.WriteAt(hdr[:], pos); err != nil {
 			return l.fail(err)
 		}

@@ -3,6 +3,7 @@ package partlog
 import (
 	"errors"
 	"fmt"
+	"github.com/hermes-mq/hermes/pkg/record"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -91,11 +92,11 @@ func readOnce(l *Log, rng *rand.Rand) error {
 		return fmt.Errorf("Read(%d) below the synced offset %d returned nothing", off, end)
 	}
 	for len(b) > 0 {
-		h, err := ValidateBatch(b)
+		h, err := record.ValidateBatch(b)
 		if err != nil {
 			return err
 		}
-		err = ForEachRecord(b, func(r Record) bool {
+		err = record.ForEachRecord(b, func(r Record) bool {
 			if string(r.Payload) != fmt.Sprintf("%020d", r.Offset) {
 				err = fmt.Errorf("record %d holds %q", r.Offset, r.Payload)
 			}
@@ -129,7 +130,7 @@ func TestReaderKeepsDeletedSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := DecodeRecords(nil, b)
+	recs, err := record.DecodeRecords(nil, b)
 	if err != nil || recs[0].Offset != 0 || string(recs[0].Payload) != string(f.want[0].Payload) {
 		t.Fatalf("read from the deleted segment: %v, %v", recs, err)
 	}

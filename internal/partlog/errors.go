@@ -1,20 +1,22 @@
 package partlog
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/hermes-mq/hermes/pkg/record"
+)
 
 // Sentinel errors. Functions wrap them with detail (which file, which
 // position, which field); test for them with errors.Is, never by text.
 var (
-	// ErrCorrupt marks bytes that are not a well-formed batch (bad length,
-	// magic, attribute bits, CRC, record framing), or a segment file whose
-	// contents contradict its name, its index or its neighbours. The
-	// wrapping error names the field and, for files, the file and position.
-	ErrCorrupt = errors.New("partlog: corrupt batch")
+	// ErrCorrupt marks a batch that is not well formed (record.ErrCorrupt),
+	// or a segment file whose contents contradict its name, its index or
+	// its neighbours. The wrapping error names the file and position.
+	ErrCorrupt = record.ErrCorrupt
 
-	// ErrShortBatch means the buffer holds only a prefix of a batch whose
-	// header, as far as it goes, is valid: read more bytes and try again. In
-	// a segment file it marks a torn write.
-	ErrShortBatch = errors.New("partlog: short batch")
+	// ErrShortBatch is record.ErrShortBatch; in a segment file it marks a
+	// torn write.
+	ErrShortBatch = record.ErrShortBatch
 
 	// ErrOffsetOutOfRange means an offset lies outside [StartOffset(),
 	// NextOffset()], or that the bytes under a read were removed (retention,

@@ -3,6 +3,7 @@ package partlog
 import (
 	"errors"
 	"fmt"
+	"github.com/hermes-mq/hermes/pkg/record"
 	"io"
 	"log/slog"
 	"os"
@@ -61,7 +62,7 @@ func (f *fixture) appendBatch(n, size int) int64 {
 		recs[i].Timestamp = tsOf(next + int64(i))
 		recs[i].Payload = []byte(fmt.Sprintf("%0*d", size, next+int64(i)))
 	}
-	base, err := f.l.Append(AppendBatch(nil, 999, recs))
+	base, err := f.l.Append(record.AppendBatch(nil, 999, recs))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -107,11 +108,11 @@ func readAll(t *testing.T, l *Log, from int64, maxBytes int) []Record {
 			return out
 		}
 		for len(b) > 0 {
-			h, err := ValidateBatch(b)
+			h, err := record.ValidateBatch(b)
 			if err != nil {
 				t.Fatalf("Read(%d) returned a bad batch: %v", off, err)
 			}
-			recs, err := DecodeRecords(nil, b)
+			recs, err := record.DecodeRecords(nil, b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +231,7 @@ func TestReadLimitAndMaxBytes(t *testing.T) {
 			}
 			var bases []int64
 			for len(b) > 0 {
-				h, err := ParseBatch(b)
+				h, err := record.ParseBatch(b)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -310,7 +311,7 @@ func TestSentinelErrors(t *testing.T) {
 	if err := f.l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	other := AppendBatch(nil, 5, testRecords(1, 1, 1))
+	other := record.AppendBatch(nil, 5, testRecords(1, 1, 1))
 	checks := []struct {
 		name string
 		err  error
@@ -348,8 +349,8 @@ func second[T any](_ T, err error) error { return err }
 
 func TestAppendRaw(t *testing.T) {
 	f := newFixture(t, Options{})
-	b := AppendBatch(nil, 0, testRecords(2, 5, 1))
-	SetRaftPosition(b, 3, 17)
+	b := record.AppendBatch(nil, 0, testRecords(2, 5, 1))
+	record.SetRaftPosition(b, 3, 17)
 	if err := f.l.AppendRaw(b); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package partlog
 import (
 	"errors"
 	"fmt"
+	"github.com/hermes-mq/hermes/pkg/record"
 	"sort"
 )
 
@@ -82,7 +83,7 @@ func (v segView) collect(pos int64, h BatchHeader, maxBytes int, limit int64) ([
 	}
 	end, next := 0, h.BaseOffset
 	for end < len(buf) {
-		bh, err := ParseBatch(buf[end:])
+		bh, err := record.ParseBatch(buf[end:])
 		if end > 0 && (errors.Is(err, ErrShortBatch) || err == nil && bh.BaseOffset >= limit) {
 			break // the batch does not fit maxBytes, or is at or past limit
 		}
@@ -156,10 +157,10 @@ func (v segView) offsetForTime(ts int64) (off int64, ok bool, err error) {
 	if err := v.seg.readAt(b, pos); err != nil {
 		return 0, false, err
 	}
-	if _, err := ValidateBatch(b); err != nil {
+	if _, err := record.ValidateBatch(b); err != nil {
 		return 0, false, fmt.Errorf("%s at position %d: %w", v.seg.path(logSuffix), pos, err)
 	}
-	err = ForEachRecord(b, func(r Record) bool {
+	err = record.ForEachRecord(b, func(r Record) bool {
 		off, ok = r.Offset, r.Timestamp >= ts
 		return !ok
 	})

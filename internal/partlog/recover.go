@@ -3,6 +3,7 @@ package partlog
 import (
 	"errors"
 	"fmt"
+	"github.com/hermes-mq/hermes/pkg/record"
 	"io"
 	"math"
 	"os"
@@ -34,7 +35,7 @@ func scanSegment(seg *segment, entries []indexEntry, end int64, interval int) (s
 			return res, nil
 		}
 		if err == nil {
-			h, err = ValidateBatch(b)
+			h, err = record.ValidateBatch(b)
 		}
 		if err == nil && h.BaseOffset != res.next {
 			err = fmt.Errorf("%w: base offset %d, want %d", ErrCorrupt, h.BaseOffset, res.next)

@@ -3,6 +3,7 @@ package partlog
 import (
 	"bytes"
 	"errors"
+	"github.com/hermes-mq/hermes/pkg/record"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -29,7 +30,7 @@ func batchStarts(t *testing.T, path string) []int64 {
 	}
 	var starts []int64
 	for pos := 0; pos < len(b); {
-		h, err := ParseBatch(b[pos:])
+		h, err := record.ParseBatch(b[pos:])
 		if err != nil {
 			t.Fatalf("%s at %d: %v", path, pos, err)
 		}
@@ -82,7 +83,7 @@ func TestRecoverDamagedTail(t *testing.T) {
 			last := starts[len(starts)-1]
 			wantSize := int64(len(orig)) // garbage after the last batch is cut
 			if !strings.Contains(tt.name, "appended") {
-				h, _ := ParseBatch(orig[last:])
+				h, _ := record.ParseBatch(orig[last:])
 				f.want = f.want[:len(f.want)-int(h.RecordCount)] // the last batch is lost
 				wantSize = last
 			}

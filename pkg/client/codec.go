@@ -1,14 +1,14 @@
 package client
 
 // This file is the only one that knows the packed record-batch format; it
-// uses the codec of internal/partlog until that moves to pkg/record.
+// uses the public batch codec of pkg/record.
 
 import (
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // maxPooledBuffer bounds the encode buffers kept for reuse, so that one
@@ -37,8 +37,8 @@ func putBuffer(b []byte) {
 // slices are reused from batch to batch, so encoding allocates nothing
 // once warm. Not safe for concurrent use (the Producer's sender owns it).
 type encoder struct {
-	recs []partlog.Record
-	hdrs []partlog.Header
+	recs []record.Record
+	hdrs []record.Header
 }
 
 // encode returns the packed batch of msgs (base offset 0: the broker
@@ -50,14 +50,14 @@ func (e *encoder) encode(msgs []*Message, now time.Time) ([]byte, error) {
 	e.recs, e.hdrs = e.recs[:0], e.hdrs[:0]
 	nowNs := now.UnixNano()
 	for _, m := range msgs {
-		r := partlog.Record{MessageID: partlog.MessageID(m.ID), Timestamp: nowNs, Key: m.Key, Payload: m.Payload}
+		r := record.Record{MessageID: record.MessageID(m.ID), Timestamp: nowNs, Key: m.Key, Payload: m.Payload}
 		if !m.Timestamp.IsZero() {
 			r.Timestamp = m.Timestamp.UnixNano()
 		}
 		if len(m.Headers) > 0 {
 			start := len(e.hdrs)
 			for _, h := range m.Headers {
-				e.hdrs = append(e.hdrs, partlog.Header{Key: h.Key, Value: h.Value})
+				e.hdrs = append(e.hdrs, record.Header{Key: h.Key, Value: h.Value})
 			}
 			// If e.hdrs grows later, earlier records keep the old array,
 			// which still holds their headers.
@@ -65,11 +65,11 @@ func (e *encoder) encode(msgs []*Message, now time.Time) ([]byte, error) {
 		}
 		e.recs = append(e.recs, r)
 	}
-	if n := partlog.BatchSize(e.recs); n > partlog.MaxBatchBytes {
+	if n := record.BatchSize(e.recs); n > record.MaxBatchBytes {
 		return nil, &Error{Code: CodeMessageTooLarge,
-			Message: fmt.Sprintf("batch of %d bytes exceeds the format's %d", n, partlog.MaxBatchBytes)}
+			Message: fmt.Sprintf("batch of %d bytes exceeds the format's %d", n, record.MaxBatchBytes)}
 	}
-	out := partlog.AppendBatch(getBuffer(), 0, e.recs)
+	out := record.AppendBatch(getBuffer(), 0, e.recs)
 	clear(e.recs) // drop references to the caller's slices
 	clear(e.hdrs)
 	return out, nil
@@ -78,7 +78,7 @@ func (e *encoder) encode(msgs []*Message, now time.Time) ([]byte, error) {
 // decoder turns packed batches into Messages. Its scratch slice is reused
 // between calls. Not safe for concurrent use (a Consumer's reader owns it).
 type decoder struct {
-	recs []partlog.Record
+	recs []record.Record
 }
 
 // decode decodes data, one or more packed batches of partition part of
@@ -91,11 +91,11 @@ func (d *decoder) decode(data []byte, topic string, part int32, from int64) ([]M
 	recs := d.recs[:0]
 	defer func() { clear(recs); d.recs = recs[:0] }()
 	for len(data) > 0 {
-		h, err := partlog.ValidateBatch(data)
+		h, err := record.ValidateBatch(data)
 		if err != nil {
 			return nil, &Error{Code: CodeCorruptBatch, Message: fmt.Sprintf("partition %d: %v", part, err)}
 		}
-		if recs, err = partlog.DecodeRecords(recs, data[:h.Size()]); err != nil {
+		if recs, err = record.DecodeRecords(recs, data[:h.Size()]); err != nil {
 			return nil, &Error{Code: CodeCorruptBatch, Message: fmt.Sprintf("partition %d: %v", part, err)}
 		}
 		data = data[h.Size():]

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/pkg/record"
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -25,9 +24,9 @@ type fakeBroker struct {
 	hermesv1.UnimplementedHermesServer
 
 	mu     sync.Mutex
-	topics map[string][][]partlog.Record // per partition log
-	seen   map[[16]byte]int64            // message id -> offset
-	commit map[string]int64              // "group/partition" -> offset
+	topics map[string][][]record.Record // per partition log
+	seen   map[[16]byte]int64           // message id -> offset
+	commit map[string]int64             // "group/partition" -> offset
 	rr     int32
 	newRec chan struct{} // closed and replaced on every append
 
@@ -46,7 +45,7 @@ type fakeBroker struct {
 }
 
 func newFakeBroker() *fakeBroker {
-	return &fakeBroker{topics: map[string][][]partlog.Record{}, seen: map[[16]byte]int64{},
+	return &fakeBroker{topics: map[string][][]record.Record{}, seen: map[[16]byte]int64{},
 		commit: map[string]int64{}, newRec: make(chan struct{})}
 }
 
@@ -86,7 +85,7 @@ func (f *fakeBroker) CreateTopic(_ context.Context, r *hermesv1.CreateTopicReque
 		}
 		return nil, hermesErr(hermesv1.ErrorCode_ERROR_CODE_TOPIC_EXISTS, codes.AlreadyExists, false, "topic exists")
 	}
-	f.topics[r.GetName()] = make([][]partlog.Record, max(r.GetConfig().GetPartitions(), 1))
+	f.topics[r.GetName()] = make([][]record.Record, max(r.GetConfig().GetPartitions(), 1))
 	return &hermesv1.CreateTopicResponse{Topic: f.info(r.GetName())}, nil
 }
 
@@ -112,7 +111,7 @@ func (f *fakeBroker) info(name string) *hermesv1.TopicInfo {
 // appendRecs appends recs to a partition, dropping known message ids, and
 // returns the offset of the first (for a duplicate: its first offset).
 // Lock: mu must be held.
-func (f *fakeBroker) appendRecs(topic string, part int32, recs []partlog.Record) (base int64) {
+func (f *fakeBroker) appendRecs(topic string, part int32, recs []record.Record) (base int64) {
 	log := f.topics[topic][part]
 	base = int64(len(log))
 	if o, dup := f.seen[recs[0].MessageID]; dup {
@@ -148,15 +147,15 @@ func (f *fakeBroker) Publish(_ context.Context, r *hermesv1.PublishRequest) (*he
 		} else {
 			f.rr++
 		}
-		rec := partlog.Record{Key: pr.Key, Payload: pr.GetPayload(), Timestamp: pr.GetTimestampUnixNano()}
+		rec := record.Record{Key: pr.Key, Payload: pr.GetPayload(), Timestamp: pr.GetTimestampUnixNano()}
 		if rec.Timestamp == 0 {
 			rec.Timestamp = time.Now().UnixNano()
 		}
 		for _, h := range pr.GetHeaders() {
-			rec.Headers = append(rec.Headers, partlog.Header{Key: h.GetKey(), Value: h.GetValue()})
+			rec.Headers = append(rec.Headers, record.Header{Key: h.GetKey(), Value: h.GetValue()})
 		}
 		copy(rec.MessageID[:], pr.GetMessageId())
-		off := f.appendRecs(r.GetTopic(), p, []partlog.Record{rec})
+		off := f.appendRecs(r.GetTopic(), p, []record.Record{rec})
 		resp.Acks = append(resp.Acks, &hermesv1.RecordAck{Partition: p, Offset: off})
 	}
 	return resp, nil
@@ -208,11 +207,11 @@ func (f *fakeBroker) publishPacked(req *hermesv1.PublishRequest) *hermesv1.Publi
 		resp.Error = &hermesv1.ErrorInfo{Code: hermesv1.ErrorCode_ERROR_CODE_RESOURCE_EXHAUSTED, Retriable: true, RetryAfterMs: 1}
 		return resp
 	}
-	if _, err := partlog.ValidateBatch(req.GetBatch()); err != nil {
+	if _, err := record.ValidateBatch(req.GetBatch()); err != nil {
 		resp.Error = &hermesv1.ErrorInfo{Code: hermesv1.ErrorCode_ERROR_CODE_CORRUPT_BATCH, Message: err.Error()}
 		return resp
 	}
-	recs, _ := partlog.DecodeRecords(nil, req.GetBatch())
+	recs, _ := record.DecodeRecords(nil, req.GetBatch())
 	for i := range recs { // the log keeps them after the request's buffer is gone
 		recs[i].Key, recs[i].Payload = clone(recs[i].Key), clone(recs[i].Payload)
 	}
@@ -372,7 +371,7 @@ func (s *fakeSub) collect() (*hermesv1.Deliveries, <-chan struct{}) {
 		s.next[p] += take
 		n += int(take)
 		if s.open.GetPacked() {
-			d.Batches = append(d.Batches, &hermesv1.RecordBatch{Partition: p, Data: partlog.AppendBatch(nil, recs[0].Offset, recs)})
+			d.Batches = append(d.Batches, &hermesv1.RecordBatch{Partition: p, Data: record.AppendBatch(nil, recs[0].Offset, recs)})
 			continue
 		}
 		for _, r := range recs {

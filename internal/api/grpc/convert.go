@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker"
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -91,8 +91,8 @@ func topicInfoToPB(ti broker.TopicInfo) *pb.TopicInfo {
 
 // recordsFromPB converts published records. An empty message_id is left
 // zero for the broker to fill; any other length than 16 is refused.
-func recordsFromPB(in []*pb.Record) ([]partlog.Record, error) {
-	out := make([]partlog.Record, len(in))
+func recordsFromPB(in []*pb.Record) ([]record.Record, error) {
+	out := make([]record.Record, len(in))
 	for i, r := range in {
 		switch len(r.MessageId) {
 		case 0:
@@ -111,16 +111,16 @@ func recordsFromPB(in []*pb.Record) ([]partlog.Record, error) {
 		}
 		out[i].Payload = r.Payload
 		if len(r.Headers) > 0 {
-			out[i].Headers = make([]partlog.Header, len(r.Headers))
+			out[i].Headers = make([]record.Header, len(r.Headers))
 			for j, h := range r.Headers {
-				out[i].Headers[j] = partlog.Header{Key: h.Key, Value: h.Value}
+				out[i].Headers[j] = record.Header{Key: h.Key, Value: h.Value}
 			}
 		}
 	}
 	return out, nil
 }
 
-func recordToPB(r *partlog.Record, partition int32, mode broker.Mode, deliveries int) *pb.Record {
+func recordToPB(r *record.Record, partition int32, mode broker.Mode, deliveries int) *pb.Record {
 	out := &pb.Record{
 		Offset:            r.Offset,
 		MessageId:         r.MessageID[:],

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/hermes-mq/hermes/internal/broker"
-	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -136,7 +136,7 @@ func (f *flight) wait() {
 }
 
 func batchNext(bt []byte) int64 {
-	h, err := partlog.ParseBatch(bt)
+	h, err := record.ParseBatch(bt)
 	if err != nil {
 		return 0
 	}

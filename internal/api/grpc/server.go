@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker"
-	"github.com/hermes-mq/hermes/internal/meta"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -177,9 +176,9 @@ func (s *Service) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 }
 
 func (s *Service) CommitOffsets(ctx context.Context, req *pb.CommitOffsetsRequest) (*pb.CommitOffsetsResponse, error) {
-	offsets := make([]meta.Offset, len(req.Offsets))
+	offsets := make([]broker.Offset, len(req.Offsets))
 	for i, o := range req.Offsets {
-		offsets[i] = meta.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
+		offsets[i] = broker.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
 	}
 	if err := s.b.CommitOffsets(req.Group, req.MemberId, offsets); err != nil {
 		return nil, toStatus(err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker"
-	"github.com/hermes-mq/hermes/internal/meta"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -169,9 +168,9 @@ func (ss *subStream) handle(req *pb.SubscribeRequest) error {
 	case *pb.SubscribeRequest_Nack:
 		return forEachPartition(k.Nack.Records, ss.sub.Nack)
 	case *pb.SubscribeRequest_Commit:
-		offsets := make([]meta.Offset, len(k.Commit.Offsets))
+		offsets := make([]broker.Offset, len(k.Commit.Offsets))
 		for i, o := range k.Commit.Offsets {
-			offsets[i] = meta.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
+			offsets[i] = broker.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
 		}
 		res := &pb.CommitResult{Offsets: k.Commit.Offsets}
 		if err := ss.sub.Commit(offsets); err != nil {

@@ -1,4 +1,4 @@
-package partlog
+package record
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package partlog
+package record
 
 import (
 	"encoding/binary"
@@ -208,11 +208,25 @@ func SetRaftPosition(b []byte, term, index uint64) {
 // b does not hold it: callers promise a validated batch.
 func wholeBatch(b []byte) int {
 	if len(b) < BatchHeaderSize {
-		panic(fmt.Sprintf("partlog: %d bytes cannot hold a batch header", len(b)))
+		panic(fmt.Sprintf("record: %d bytes cannot hold a batch header", len(b)))
 	}
 	size := 4 + int(le.Uint32(b[offLength:]))
 	if size < BatchHeaderSize || size > len(b) {
-		panic(fmt.Sprintf("partlog: batch of %d bytes in a %d-byte buffer", size, len(b)))
+		panic(fmt.Sprintf("record: batch of %d bytes in a %d-byte buffer", size, len(b)))
 	}
 	return size
+}
+
+// ParseHeader decodes the fixed header at the start of b and checks its
+// length field, without checking the CRC or that the whole batch is in b.
+// ErrShortBatch when b is shorter than the header.
+func ParseHeader(b []byte) (BatchHeader, error) { return parseHeader(b) }
+
+// RebaseHeader rewrites hdr, a copy of the header of the batch whose
+// records are `records`, to the base offset base, with the CRC the whole
+// batch then has. It lets a writer rebase a large batch without copying it.
+func RebaseHeader(hdr *[BatchHeaderSize]byte, records []byte, base int64) {
+	le.PutUint64(hdr[offBaseOffset:], uint64(base))
+	crc := crc32.Update(crc32.Checksum(hdr[offMagic:], castagnoli), castagnoli, records)
+	le.PutUint32(hdr[offCRC:], crc)
 }

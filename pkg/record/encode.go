@@ -1,4 +1,4 @@
-package partlog
+package record
 
 import (
 	"encoding/binary"
@@ -18,7 +18,7 @@ import (
 // breaking these is still written but ValidateBatch will reject it.
 func AppendBatch(dst []byte, baseOffset int64, recs []Record) []byte {
 	if len(recs) == 0 {
-		panic("partlog: AppendBatch with no records")
+		panic("record: AppendBatch with no records")
 	}
 	first, maxTS := recs[0].Timestamp, recs[0].Timestamp
 	for i := range recs {

@@ -1,4 +1,4 @@
-package partlog
+package record
 
 // Header is one record header. Keys need not be unique; order is kept.
 type Header struct {

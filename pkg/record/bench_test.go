@@ -1,0 +1,47 @@
+package record
+
+import (
+	"fmt"
+	"testing"
+)
+
+func BenchmarkAppendBatch(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			recs := testRecords(n, 100, 1)
+			dst := AppendBatch(nil, 0, recs)
+			b.SetBytes(int64(len(dst)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				dst = AppendBatch(dst[:0], int64(i), recs)
+			}
+		})
+	}
+}
+
+func BenchmarkValidateBatch(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			batch := AppendBatch(nil, 0, testRecords(n, 100, 1))
+			b.SetBytes(int64(len(batch)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := ValidateBatch(batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDecodeRecords(b *testing.B) {
+	batch := AppendBatch(nil, 0, testRecords(100, 100, 1))
+	var recs []Record
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		recs, _ = DecodeRecords(recs[:0], batch)
+	}
+}
