@@ -18,8 +18,7 @@ import (
 
 func dial(t *testing.T, n *testcluster.Node) (pb.HermesClient, *grpc.ClientConn) {
 	t.Helper()
-	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	conn, err := grpcClient(n.GRPCAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,4 +88,9 @@ func readAll(t *testing.T, c pb.HermesClient, topic string, partition int32) []r
 		}
 		off = resp.NextOffset
 	}
+}
+
+func grpcClient(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 }

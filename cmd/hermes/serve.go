@@ -55,6 +55,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.IntVar(&cfg.Broker.RingRecords, "ring-records", 65536, "performance-mode records kept in RAM per partition")
 	f.Int64Var(&cfg.Broker.RingBytes, "ring-bytes", 64<<20, "performance-mode bytes kept in RAM per partition")
 	f.DurationVar(&cfg.Broker.RetentionCheck, "retention-check", 30*time.Second, "how often retention deletes old segments")
+	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long a graceful stop may take")

@@ -131,7 +131,7 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 // gives records without an id or a timestamp the broker's. It returns the
 // batch to append (b itself unless it had to be re-encoded).
 func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
-	h, err := record.ValidateBatch(batch)
+	h, st, err := record.Inspect(batch)
 	if err != nil {
 		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
 	}
@@ -139,26 +139,10 @@ func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
 		return nil, 0, errorf(ErrCorruptBatch, "batch is %d bytes but its header says %d", len(batch), h.Size())
 	}
 	n := int(h.RecordCount)
-	needFix := h.FirstTimestamp == 0
-	limit := int(t.cfg.MaxMessageBytes)
-	var tooLarge error
-	err = record.ForEachRecord(batch, func(r record.Record) bool {
-		if size := recordSize(&r); size > limit {
-			tooLarge = errorf(ErrMessageTooLarge, "record at index %d is %d bytes; topic %q allows %d", r.Offset-h.BaseOffset, size, t.name, limit)
-			return false
-		}
-		if r.MessageID.IsZero() || r.Timestamp == 0 {
-			needFix = true
-		}
-		return true
-	})
-	if tooLarge != nil {
-		return nil, 0, tooLarge
+	if limit := int(t.cfg.MaxMessageBytes); st.MaxRecordBytes > limit {
+		return nil, 0, errorf(ErrMessageTooLarge, "a record of the batch is %d bytes; topic %q allows %d", st.MaxRecordBytes, t.name, limit)
 	}
-	if err != nil {
-		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
-	}
-	if !needFix {
+	if st.MissingIDs == 0 && st.MissingTimestamps == 0 {
 		return batch, n, nil
 	}
 	recs, err := record.DecodeRecords(nil, batch)
@@ -169,7 +153,8 @@ func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
 	return record.AppendBatch(nil, 0, recs), n, nil
 }
 
-// recordSize is what max message bytes limits: key, headers and payload.
+// recordSize is what max message bytes limits: key, headers and payload
+// (for packed batches the headers count with their length varints).
 func recordSize(r *record.Record) int {
 	n := len(r.Key) + len(r.Payload)
 	for _, h := range r.Headers {

@@ -50,8 +50,12 @@ type Log struct {
 	// buf holds batches not yet written, to go at active.readable. It
 	// grows on demand up to Options.WriteBufferBytes, so an idle log costs
 	// no buffer, and keeps its capacity.
-	buf   []byte
-	dirty bool // bytes were written to active since its last fsync
+	buf []byte
+	// iov holds batches appended by AppendShared, not yet written; the
+	// caller owns them and never modifies them.
+	iov      [][]byte
+	iovBytes int
+	dirty    bool // bytes were written to active since its last fsync
 	// werr is the first write-path I/O error. After it the files may hold
 	// bytes the log does not account for, so every write method returns it
 	// until the log is closed and reopened (recovery then cuts the tail).

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,8 @@ type Config struct {
 	Version  string
 	Logger   *slog.Logger
 	Limits   grpcapi.StreamLimits
+	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP address.
+	Pprof bool
 }
 
 // Server is a running node.
@@ -107,6 +110,12 @@ func (s *Server) httpHandler(reg *prometheus.Registry) http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if s.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

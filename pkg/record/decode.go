@@ -20,9 +20,29 @@ import (
 // Errors: ErrShortBatch as ParseBatch; otherwise errors wrapping ErrCorrupt
 // that name the record and field at fault.
 func ValidateBatch(b []byte) (BatchHeader, error) {
+	h, _, err := Inspect(b)
+	return h, err
+}
+
+// Stats are facts about a batch's records that a broker checks before it
+// accepts the batch, gathered by Inspect in its validation pass.
+type Stats struct {
+	// MaxRecordBytes is the largest record's key, payload and encoded
+	// headers (each header's key and value plus their two length varints).
+	MaxRecordBytes int
+	// MissingIDs counts records whose message id is all zeros.
+	MissingIDs int
+	// MissingTimestamps counts records whose timestamp is 0.
+	MissingTimestamps int
+}
+
+// Inspect is ValidateBatch that also returns the batch's Stats, in the
+// same single pass over the records.
+func Inspect(b []byte) (BatchHeader, Stats, error) {
+	var st Stats
 	h, err := ParseBatch(b)
 	if err != nil {
-		return h, err
+		return h, st, err
 	}
 	c := cursor{b: b[BatchHeaderSize:h.Size()]}
 	var r rawRecord
@@ -30,20 +50,28 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 	for i := 0; i < int(h.RecordCount); i++ {
 		c.record(i, &r)
 		if c.err != nil {
-			return h, c.err
+			return h, st, c.err
 		}
 		if i == 0 && r.tsDelta != 0 {
-			return h, fmt.Errorf("%w: record 0: timestamp delta %d, want 0", ErrCorrupt, r.tsDelta)
+			return h, st, fmt.Errorf("%w: record 0: timestamp delta %d, want 0", ErrCorrupt, r.tsDelta)
 		}
-		maxTS = max(maxTS, h.FirstTimestamp+r.tsDelta)
+		ts := h.FirstTimestamp + r.tsDelta
+		maxTS = max(maxTS, ts)
+		st.MaxRecordBytes = max(st.MaxRecordBytes, len(r.key)+len(r.headers)+len(r.payload))
+		if ts == 0 {
+			st.MissingTimestamps++
+		}
+		if MessageID(r.id).IsZero() {
+			st.MissingIDs++
+		}
 	}
 	if c.left() != 0 {
-		return h, fmt.Errorf("%w: %d bytes after the last of %d records", ErrCorrupt, c.left(), h.RecordCount)
+		return h, st, fmt.Errorf("%w: %d bytes after the last of %d records", ErrCorrupt, c.left(), h.RecordCount)
 	}
 	if maxTS != h.MaxTimestamp {
-		return h, fmt.Errorf("%w: max timestamp %d, records' newest is %d", ErrCorrupt, h.MaxTimestamp, maxTS)
+		return h, st, fmt.Errorf("%w: max timestamp %d, records' newest is %d", ErrCorrupt, h.MaxTimestamp, maxTS)
 	}
-	return h, nil
+	return h, st, nil
 }
 
 // DecodeRecords appends the records of the batch at the start of b to dst
