@@ -33,14 +33,19 @@ e2e:
 	@echo "== end-to-end tests (real hermes processes)"
 	$(GO) test -count=1 -timeout 15m ./e2e/... ./cmd/...
 
+# The numbers and how to read them: docs/BENCHMARKS.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/partlog/ ./internal/memring/ ./internal/broker/ ./e2e/
+	$(GO) test -run '^$$' -bench . -benchtime 1s ./internal/partlog/ ./pkg/record/ ./internal/memring/
+	$(GO) test -run '^$$' -bench PublishAckRoundTrip -benchtime 3000x ./e2e/
+	$(GO) test -run '^$$' -bench PublishStream -benchtime 1000000x ./e2e/
+	$(GO) test -run '^$$' -bench EndToEndLatency -benchtime 1x -count 3 ./e2e/
 
 # Run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzValidateBatch$$' -fuzztime $(FUZZTIME) ./internal/partlog/
-	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/partlog/
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateBatch$$' -fuzztime $(FUZZTIME) ./pkg/record/
+	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./pkg/record/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/client/
 
 # Regenerate the committed protobuf code (needs protoc; installs the Go plugins).
 proto:

@@ -170,6 +170,11 @@ func BenchmarkEndToEndLatency(b *testing.B) {
 		b.ReportMetric(float64(hist.ValueAtQuantile(q))/1000, fmt.Sprintf("p%v-ms", q))
 	}
 	b.ReportMetric(float64(hist.Max())/1000, "max-ms")
+	for _, line := range strings.Split(node.Metrics(), "\n") {
+		if strings.HasPrefix(line, "hermes_fsync_latency_seconds_bucket") || strings.HasPrefix(line, "hermes_fsync_latency_seconds_count") {
+			b.Log(line)
+		}
+	}
 }
 
 func latencyRun(b *testing.B, node *testcluster.Node, c *client.Client, rate int, d time.Duration, hist *hdrhistogram.Histogram) {
