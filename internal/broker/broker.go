@@ -127,6 +127,7 @@ func (b *Broker) loadTopics() error {
 
 func (b *Broker) openTopic(name string, cfg TopicConfig) (*topic, error) {
 	t := newTopic(name, cfg)
+	b.m.initTopic(name)
 	for i := int32(0); i < cfg.Partitions; i++ {
 		p, err := openPartition(b, t, i, b.partitionDir(name, i))
 		if err != nil {

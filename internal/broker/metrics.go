@@ -69,10 +69,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hermes_subscriptions", Help: "Open subscriptions.",
 		}),
 	}
+	for _, reason := range []string{"queue_full", "disk_quota"} {
+		m.rejected.WithLabelValues(reason) // present at 0, for alerts
+	}
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
 		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
 		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions)
 	return m
+}
+
+// initTopic makes a topic's counters visible at 0 before anything happens.
+func (m *metrics) initTopic(topic string) {
+	m.ringEvicted.WithLabelValues(topic)
+	m.ringMissed.WithLabelValues(topic)
 }
 
 // forgetTopic drops the per-topic series of a deleted topic.

@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/client"
+)
+
+// TestMetricsAndHealthEndpoints checks /healthz, /readyz and that the
+// metrics the README promises are exported and move with traffic.
+func TestMetricsAndHealthEndpoints(t *testing.T) {
+	node := testcluster.StartNode(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + node.HTTPAddr + path)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %v %v", path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, node.GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateTopic(ctx, "metered", client.WithPartitionCount(2)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []*client.Message{{Payload: []byte("one")}, {Payload: []byte("two")}}
+	if _, err := c.Publish(ctx, "metered", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, "metered", msgs, client.WithMode(client.ModePerformance)); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := c.Subscribe(ctx, "metered", client.WithGroup("meters"), client.FromBeginning(), client.WithAckMode(client.AckManual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		m, err := cons.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cons.Commit(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons.Close()
+
+	want := []string{
+		`hermes_published_records_total{mode="consistent",topic="metered"} 2`,
+		`hermes_published_records_total{mode="performance",topic="metered"} 2`,
+		`hermes_consumed_records_total{topic="metered"}`,
+		`hermes_publish_latency_seconds_bucket{mode="consistent"`,
+		`hermes_fsync_latency_seconds_count`,
+		`hermes_group_commit_records_bucket`,
+		`hermes_consumer_lag_records{group="meters",partition=`,
+		`hermes_ring_evicted_total`,
+		`hermes_publish_rejected_total`,
+		`go_goroutines`,
+		`process_resident_memory_bytes`,
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		text := node.Metrics()
+		var missing []string
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics missing: %q", missing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
