@@ -74,3 +74,37 @@ func RetryAfter(err error) time.Duration {
 	}
 	return 0
 }
+
+// codeNames are the error codes every protocol shows (gRPC's ErrorInfo,
+// REST's and GraphQL's "code"), one per kind.
+var codeNames = []struct {
+	kind error
+	name string
+}{
+	{ErrInvalidArgument, "INVALID_ARGUMENT"},
+	{ErrInvalidTopicName, "INVALID_TOPIC_NAME"},
+	{ErrTopicNotFound, "TOPIC_NOT_FOUND"},
+	{ErrTopicExists, "TOPIC_EXISTS"},
+	{ErrPartitionNotFound, "PARTITION_NOT_FOUND"},
+	{ErrMessageTooLarge, "MESSAGE_TOO_LARGE"},
+	{ErrCorruptBatch, "CORRUPT_BATCH"},
+	{ErrOffsetOutOfRange, "OFFSET_OUT_OF_RANGE"},
+	{ErrResourceExhausted, "RESOURCE_EXHAUSTED"},
+	{ErrGroupNotFound, "GROUP_NOT_FOUND"},
+	{ErrNotAssigned, "NOT_ASSIGNED"},
+	{ErrUnknownMember, "UNKNOWN_MEMBER"},
+	{ErrGroupNotEmpty, "GROUP_NOT_EMPTY"},
+	{ErrUnavailable, "UNAVAILABLE"},
+}
+
+// Code names the kind of err as every protocol shows it ("TOPIC_NOT_FOUND",
+// ...), or "INTERNAL" for an error of no known kind. The names equal the
+// gRPC API's ErrorCode values without their ERROR_CODE_ prefix.
+func Code(err error) string {
+	for _, c := range codeNames {
+		if errors.Is(err, c.kind) {
+			return c.name
+		}
+	}
+	return "INTERNAL"
+}

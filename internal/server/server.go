@@ -35,6 +35,13 @@ type Config struct {
 	Pprof bool
 }
 
+// HTTPAdapter mounts one HTTP API (REST, GraphQL, ...) on the node's HTTP
+// server. Each adapter package's file in this package appends its own.
+type HTTPAdapter func(mux *http.ServeMux, b *broker.Broker, log *slog.Logger)
+
+// httpAdapters are the HTTP APIs this binary serves.
+var httpAdapters []HTTPAdapter
+
 // Server is a running node.
 type Server struct {
 	cfg      Config
@@ -110,6 +117,9 @@ func (s *Server) httpHandler(reg *prometheus.Registry) http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	for _, mount := range httpAdapters {
+		mount(mux, s.broker, s.log)
+	}
 	if s.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
