@@ -106,8 +106,8 @@ func (b *Broker) loadTopics() error {
 		if err := json.Unmarshal(def, &cfg); err != nil {
 			return fmt.Errorf("broker: topic %q definition: %w", name, err)
 		}
-		t, err := b.openTopic(name, cfg)
-		if err != nil {
+		t := newTopic(name, cfg)
+		if err := b.openPartitions(t); err != nil {
 			return err
 		}
 		b.topics[name] = t
@@ -125,20 +125,21 @@ func (b *Broker) loadTopics() error {
 	return nil
 }
 
-func (b *Broker) openTopic(name string, cfg TopicConfig) (*topic, error) {
-	t := newTopic(name, cfg)
-	b.m.initTopic(name)
-	for i := int32(0); i < cfg.Partitions; i++ {
-		p, err := openPartition(b, t, i, b.partitionDir(name, i))
+// openPartitions opens (creating or recovering) every partition of t.
+func (b *Broker) openPartitions(t *topic) error {
+	b.m.initTopic(t.name)
+	for i := int32(0); i < t.cfg.Partitions; i++ {
+		p, err := openPartition(b, t, i, b.partitionDir(t.name, i))
 		if err != nil {
 			for _, q := range t.parts {
 				q.close()
 			}
-			return nil, err
+			t.parts = nil
+			return err
 		}
 		t.parts = append(t.parts, p)
 	}
-	return t, nil
+	return nil
 }
 
 // Close stops background work and subscriptions, finishes queued writes and
@@ -163,8 +164,16 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) closeTopics() error {
-	var first error
+	b.mu.Lock()
+	topics := make([]*topic, 0, len(b.topics))
 	for _, t := range b.topics {
+		if t.state == topicActive {
+			topics = append(topics, t)
+		}
+	}
+	b.mu.Unlock()
+	var first error
+	for _, t := range topics {
 		for _, p := range t.parts {
 			if err := p.close(); err != nil && first == nil {
 				first = err
@@ -191,7 +200,7 @@ func (b *Broker) topic(name string) (*topic, error) {
 		return nil, errorf(ErrUnavailable, "broker is shutting down")
 	}
 	t, ok := b.topics[name]
-	if !ok {
+	if !ok || t.state != topicActive {
 		if err := ValidateName("topic", name); err != nil {
 			return nil, err
 		}
@@ -201,7 +210,9 @@ func (b *Broker) topic(name string) (*topic, error) {
 }
 
 // CreateTopic creates a topic. With ifNotExists, an existing topic is
-// returned unchanged instead of ErrTopicExists.
+// returned unchanged instead of ErrTopicExists. While a topic of the same
+// name is being created or deleted it fails with a retriable
+// ErrUnavailable. No lock is held during the file and metadata I/O.
 func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error) {
 	if err := ValidateName("topic", name); err != nil {
 		return TopicInfo{}, err
@@ -210,20 +221,13 @@ func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (To
 	if err != nil {
 		return TopicInfo{}, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return TopicInfo{}, errorf(ErrUnavailable, "broker is shutting down")
+	t, err := b.reserveTopic(name, cfg, ifNotExists)
+	if t == nil || err != nil {
+		return b.existingTopic(name, err)
 	}
-	if t, ok := b.topics[name]; ok {
-		if ifNotExists {
-			return t.info(), nil
-		}
-		return TopicInfo{}, errorf(ErrTopicExists, "topic %q already exists", name)
-	}
-	t, err := b.openTopic(name, cfg)
-	if err != nil {
-		return TopicInfo{}, err
+	if err := b.openPartitions(t); err != nil {
+		b.dropReserved(t)
+		return TopicInfo{}, errorf(ErrUnavailable, "create topic %q: %v", name, err)
 	}
 	def, _ := json.Marshal(cfg)
 	if err := b.meta.PutTopic(name, def); err != nil {
@@ -231,37 +235,95 @@ func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (To
 			p.close()
 		}
 		b.trash(name)
-		return TopicInfo{}, fmt.Errorf("create topic %q: %w", name, err)
+		b.dropReserved(t)
+		return TopicInfo{}, errorf(ErrUnavailable, "create topic %q: %v", name, err)
 	}
-	b.topics[name] = t
+	b.mu.Lock()
+	t.state = topicActive
+	b.mu.Unlock()
 	b.log.Info("topic created", "topic", name, "partitions", cfg.Partitions, "default_mode", cfg.DefaultMode.String())
 	return t.info(), nil
 }
 
+// reserveTopic puts a placeholder for a new topic in the map. It returns
+// nil and no error when an active topic of that name exists and
+// ifNotExists is set.
+func (b *Broker) reserveTopic(name string, cfg TopicConfig, ifNotExists bool) (*topic, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errorf(ErrUnavailable, "broker is shutting down")
+	}
+	if t, ok := b.topics[name]; ok {
+		switch {
+		case t.state != topicActive:
+			return nil, &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("topic %q is being created or deleted", name), retryAfter: 100 * time.Millisecond}
+		case ifNotExists:
+			return nil, nil
+		}
+		return nil, errorf(ErrTopicExists, "topic %q already exists", name)
+	}
+	t := newTopic(name, cfg)
+	t.state = topicCreating
+	b.topics[name] = t
+	return t, nil
+}
+
+func (b *Broker) existingTopic(name string, err error) (TopicInfo, error) {
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	t, err := b.topic(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return t.info(), nil
+}
+
+func (b *Broker) dropReserved(t *topic) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.topics[t.name] == t {
+		delete(b.topics, t.name)
+	}
+}
+
 // DeleteTopic deletes a topic, its data and its groups' offsets. Writes in
-// flight finish first; subscriptions on it end with ErrTopicNotFound.
+// flight finish first; subscriptions on it end with ErrTopicNotFound. The
+// name stays reserved until the files are out of the way, so a topic
+// created meanwhile can never open the old directory.
 func (b *Broker) DeleteTopic(name string) error {
 	b.mu.Lock()
 	t, ok := b.topics[name]
-	if !ok {
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return errorf(ErrUnavailable, "broker is shutting down")
+	case !ok || t.state == topicCreating:
 		b.mu.Unlock()
 		if err := ValidateName("topic", name); err != nil {
 			return err
 		}
 		return errorf(ErrTopicNotFound, "topic %q does not exist", name)
+	case t.state == topicDeleting:
+		b.mu.Unlock()
+		return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("topic %q is being deleted", name), retryAfter: 100 * time.Millisecond}
 	}
-	delete(b.topics, name)
+	t.state = topicDeleting
 	b.mu.Unlock()
-	if err := b.meta.DeleteTopic(name); err != nil {
-		return fmt.Errorf("delete topic %q: %w", name, err)
+	if err := b.groups.deleteTopic(name); err != nil {
+		b.mu.Lock()
+		t.state = topicActive
+		b.mu.Unlock()
+		return errorf(ErrUnavailable, "delete topic %q: %v", name, err)
 	}
 	close(t.deleted)
 	t.broadcast()
 	for _, p := range t.parts {
 		p.close()
 	}
-	b.groups.topicDeleted(name)
 	b.trash(name)
+	b.dropReserved(t)
 	b.emptyTrash()
 	b.m.forgetTopic(name)
 	b.log.Info("topic deleted", "topic", name)
@@ -293,7 +355,9 @@ func (b *Broker) Topics() []TopicInfo {
 	b.mu.RLock()
 	ts := make([]*topic, 0, len(b.topics))
 	for _, t := range b.topics {
-		ts = append(ts, t)
+		if t.state == topicActive {
+			ts = append(ts, t)
+		}
 	}
 	b.mu.RUnlock()
 	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
@@ -336,7 +400,9 @@ func (b *Broker) enforceRetention(now time.Time) {
 	b.mu.RLock()
 	var parts []*partition
 	for _, t := range b.topics {
-		parts = append(parts, t.parts...)
+		if t.state == topicActive {
+			parts = append(parts, t.parts...)
+		}
 	}
 	b.mu.RUnlock()
 	for _, p := range parts {
@@ -350,6 +416,9 @@ func (b *Broker) diskUsage() int64 {
 	defer b.mu.RUnlock()
 	var n int64
 	for _, t := range b.topics {
+		if t.state != topicActive {
+			continue // its partitions are being opened or closed
+		}
 		for _, p := range t.parts {
 			n += p.log.Size()
 		}

@@ -100,14 +100,12 @@ func (p *partition) enforceRetention(now time.Time) {
 		return
 	}
 	n, err := p.log.EnforceRetention(now)
+	p.refreshStart() // even after an error: some segments may be gone
 	if err != nil {
 		p.b.log.Error("retention failed", "topic", p.t.name, "partition", p.id, "err", err)
 		return
 	}
 	if n > 0 {
-		p.mu.Lock()
-		p.start = p.log.StartOffset()
-		p.mu.Unlock()
 		p.b.log.Info("retention deleted segments", "topic", p.t.name, "partition", p.id,
 			"segments", n, "start_offset", p.log.StartOffset())
 	}
@@ -138,6 +136,7 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 	p.mu.RUnlock()
 	raw, err := p.log.Read(offset, maxBytes, hw)
 	if errors.Is(err, partlog.ErrOffsetOutOfRange) { // retention ran meanwhile
+		start = p.refreshStart()
 		return nil, start, hw, errorf(ErrOffsetOutOfRange, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
 	if err != nil {
@@ -152,6 +151,15 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 		raw = raw[h.Size():]
 	}
 	return batches, start, hw, nil
+}
+
+// refreshStart takes the log's start offset after segments were deleted.
+func (p *partition) refreshStart() int64 {
+	start := p.log.StartOffset()
+	p.mu.Lock()
+	p.start = start
+	p.mu.Unlock()
+	return start
 }
 
 // offsets returns the partition's start offset and high watermark.

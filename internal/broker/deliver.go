@@ -58,6 +58,7 @@ func (s *Subscription) pollPartition(pid int32, maxRecords, maxBytes int) (*Deli
 		s.b.log.Warn("subscriber fell behind retention; skipping to the log start",
 			"topic", s.t.name, "partition", pid, "group", s.opts.Group, "from", cursor, "to", start)
 		s.setCursor(pid, cursor, start, gen)
+		s.signal() // read again at once from the new position
 		return nil, nil
 	}
 	if err != nil || len(batches) == 0 {

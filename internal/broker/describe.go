@@ -69,59 +69,74 @@ func (b *Broker) DescribeGroup(name string) (*GroupDescription, error) {
 	if err := ValidateName("group", name); err != nil {
 		return nil, err
 	}
-	m := b.groups
-	m.mu.Lock()
-	gs, ok := m.groups[name]
-	if !ok {
-		m.mu.Unlock()
-		return nil, errorf(ErrGroupNotFound, "group %q has no members and no committed offsets", name)
+	d, progress, err := b.groups.snapshot(name)
+	if err != nil {
+		return nil, err
 	}
-	d := &GroupDescription{Name: name, Generation: gs.g.Generation()}
+	owner := make(map[topicPartition]string)
 	topics := make(map[string]bool)
-	for _, mi := range gs.g.Members() {
-		gm := GroupMemberInfo{MemberID: mi.ID, Topic: mi.Topic, Partitions: mi.Partitions}
-		if s := gs.subs[mi.ID]; s != nil {
-			gm.ClientID = s.opts.ClientID
+	for _, m := range d.Members {
+		topics[m.Topic] = true
+		for _, p := range m.Partitions {
+			owner[topicPartition{m.Topic, p}] = m.MemberID
 		}
-		d.Members = append(d.Members, gm)
-		topics[mi.Topic] = true
 	}
-	for tp := range gs.offsets {
+	for tp := range progress {
 		topics[tp.topic] = true
 	}
-	type row struct {
-		GroupPartitionInfo
-	}
+	// Topics are looked up after the group lock is released (lock order:
+	// Broker.mu is never taken under groupManager.mu).
 	for tname := range topics {
 		t, err := b.topic(tname)
 		if err != nil {
 			continue
 		}
-		for pid := range t.parts {
-			gp := GroupPartitionInfo{Topic: tname, Partition: int32(pid), Committed: -1}
-			if os := gs.offsets[topicPartition{tname, int32(pid)}]; os != nil {
-				gp.Committed = os.committed
-				if os.tracker != nil {
-					gp.PendingAcks = os.tracker.Pending()
-				}
+		for pid, p := range t.parts {
+			tp := topicPartition{tname, int32(pid)}
+			gp := GroupPartitionInfo{Topic: tname, Partition: int32(pid), Committed: -1, Owner: owner[tp]}
+			if pr, ok := progress[tp]; ok {
+				gp.Committed, gp.PendingAcks = pr.committed, pr.pending
 			}
-			gp.Owner, _ = gs.g.Owner(tname, int32(pid))
+			_, gp.HighWatermark = p.offsets()
+			gp.Lag = gp.HighWatermark - max(gp.Committed, 0)
 			d.Partitions = append(d.Partitions, gp)
 		}
-	}
-	m.mu.Unlock()
-	for i := range d.Partitions {
-		gp := &d.Partitions[i]
-		t, err := b.topic(gp.Topic)
-		if err != nil {
-			continue
-		}
-		_, gp.HighWatermark = t.parts[gp.Partition].offsets()
-		gp.Lag = gp.HighWatermark - max(gp.Committed, 0)
 	}
 	sort.Slice(d.Partitions, func(i, j int) bool {
 		a, c := d.Partitions[i], d.Partitions[j]
 		return a.Topic < c.Topic || a.Topic == c.Topic && a.Partition < c.Partition
 	})
 	return d, nil
+}
+
+type progress struct {
+	committed int64
+	pending   int
+}
+
+// snapshot copies a group's members and progress under the group lock.
+func (m *groupManager) snapshot(name string) (*GroupDescription, map[topicPartition]progress, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	gs, ok := m.groups[name]
+	if !ok {
+		return nil, nil, errorf(ErrGroupNotFound, "group %q has no members and no committed offsets", name)
+	}
+	d := &GroupDescription{Name: name, Generation: gs.g.Generation()}
+	for _, mi := range gs.g.Members() {
+		gm := GroupMemberInfo{MemberID: mi.ID, Topic: mi.Topic, Partitions: mi.Partitions}
+		if s := gs.subs[mi.ID]; s != nil {
+			gm.ClientID = s.opts.ClientID
+		}
+		d.Members = append(d.Members, gm)
+	}
+	pr := make(map[topicPartition]progress, len(gs.offsets))
+	for tp, os := range gs.offsets {
+		p := progress{committed: os.committed}
+		if os.tracker != nil {
+			p.pending = os.tracker.Pending()
+		}
+		pr[tp] = p
+	}
+	return d, pr, nil
 }

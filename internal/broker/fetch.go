@@ -112,9 +112,15 @@ func (b *Broker) OffsetForTime(topic string, partition int32, ts int64) (int64, 
 	if err != nil {
 		return 0, err
 	}
+	return p.offsetForTime(ts)
+}
+
+// offsetForTime takes no broker or group lock (it may be called under
+// them); it reads the log's time index and maybe a segment.
+func (p *partition) offsetForTime(ts int64) (int64, error) {
 	off, err := p.log.OffsetForTime(ts)
 	if err != nil {
-		return 0, errorf(ErrUnavailable, "offset for time on %s/%d: %v", topic, partition, err)
+		return 0, errorf(ErrUnavailable, "offset for time on %s/%d: %v", p.t.name, p.id, err)
 	}
 	if _, hw := p.offsets(); off > hw {
 		off = hw

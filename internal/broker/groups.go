@@ -18,10 +18,14 @@ import (
 // Lock order: groupManager.mu, then Subscription.mu. No partition lock or
 // I/O is taken while holding mu, except where noted.
 type groupManager struct {
-	b      *Broker
-	mu     sync.Mutex
-	groups map[string]*groupState
-	closed bool
+	b *Broker
+	// persistMu serializes writes of offsets to the meta store with the
+	// deletion of a topic's offsets, so a flush that read offsets before a
+	// topic was deleted cannot write them back after. Taken before mu.
+	persistMu sync.Mutex
+	mu        sync.Mutex
+	groups    map[string]*groupState
+	closed    bool
 }
 
 type topicPartition struct {
@@ -101,6 +105,7 @@ func (m *groupManager) join(s *Subscription) error {
 	}
 	ch, err := gs.g.Join(s.memberID, s.t.name, int32(len(s.t.parts)), time.Now())
 	if err != nil {
+		m.prune(gs)
 		return errorf(ErrInvalidArgument, "join group %q: %v", gs.name, err)
 	}
 	s.gs = gs
@@ -121,13 +126,36 @@ func (m *groupManager) leave(s *Subscription) {
 	if gs.subs[s.memberID] != s {
 		return
 	}
-	delete(gs.subs, s.memberID)
-	ch, err := gs.g.Leave(s.memberID)
-	if err != nil {
+	m.remove(gs, s.memberID)
+	m.b.log.Info("group member left", "group", gs.name, "member", s.memberID, "generation", gs.g.Generation())
+}
+
+// remove takes a member out of its group: its partitions are revoked from
+// its subscription (so a Poll in flight cannot deliver them any more) and
+// handed to the others, then it is forgotten. Lock: m.mu held.
+func (m *groupManager) remove(gs *groupState, memberID string) {
+	if ch, err := gs.g.Leave(memberID); err == nil {
+		m.apply(gs, ch)
+	}
+	delete(gs.subs, memberID)
+	m.prune(gs)
+}
+
+// prune forgets progress entries that hold nothing (no commit, no
+// tracker) and the group itself once it has no members and no offsets,
+// so group names chosen by clients do not accumulate. Lock: m.mu held.
+func (m *groupManager) prune(gs *groupState) {
+	if len(gs.subs) > 0 {
 		return
 	}
-	m.apply(gs, ch)
-	m.b.log.Info("group member left", "group", gs.name, "member", s.memberID, "generation", gs.g.Generation())
+	for tp, os := range gs.offsets {
+		if os.committed < 0 && os.tracker == nil {
+			delete(gs.offsets, tp)
+		}
+	}
+	if len(gs.offsets) == 0 && m.groups[gs.name] == gs {
+		delete(m.groups, gs.name)
+	}
 }
 
 func (m *groupManager) heartbeat(s *Subscription) error {
@@ -163,6 +191,9 @@ func (m *groupManager) apply(gs *groupState, ch group.Changes) {
 		for _, pid := range mc.Revoked {
 			s.removePartition(pid)
 		}
+		s.generation = ch.Generation
+		s.announce = true
+		s.signal()
 		s.mu.Unlock()
 	}
 	for _, mc := range ch.Members {
@@ -228,14 +259,17 @@ func (m *groupManager) delivered(s *Subscription, pid int32, from, to, gen int64
 	defer m.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.cursors[pid]; !ok || cur != from || s.generation != gen {
+	if cur, ok := s.cursors[pid]; !ok || cur != from || s.generation != gen || s.ended != nil {
 		return false
 	}
 	s.cursors[pid] = to
 	os := s.gs.offset(topicPartition{s.t.name, pid})
 	switch s.opts.AckMode {
 	case AckAuto:
-		os.committed = to
+		// Everything before this delivery was sent: the adapter polls
+		// again only after a successful send. This delivery itself counts
+		// once the next poll of the partition shows it went out.
+		os.committed = from
 	case AckPerMessage:
 		now := time.Now()
 		for off := from; off < to; off++ {
@@ -263,6 +297,8 @@ func (m *groupManager) commit(s *Subscription, offsets []meta.Offset) error {
 
 // store validates offsets against the partitions and persists them.
 func (m *groupManager) store(groupName string, offsets []meta.Offset) error {
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
 	for _, o := range offsets {
 		t, err := m.b.topic(o.Topic)
 		if err != nil {
@@ -371,9 +407,8 @@ func (m *groupManager) ack(s *Subscription, pid int32, offsets []int64, nack boo
 		}
 	}
 	os.committed = os.tracker.Committed()
-	if nack {
-		s.signal()
-	}
+	s.signal() // room for new records, or records due again
+
 	if len(bad) > 0 {
 		return errorf(ErrInvalidArgument, "offsets %v of %s/%d are not awaiting an ack", bad, s.t.name, pid)
 	}
@@ -402,6 +437,7 @@ func (m *groupManager) expire(now time.Time) {
 	defer m.mu.Unlock()
 	for _, gs := range m.groups {
 		expired, ch := gs.g.Expire(now)
+		m.apply(gs, ch) // revokes the expired members' partitions first
 		for _, id := range expired {
 			if s := gs.subs[id]; s != nil {
 				delete(gs.subs, id)
@@ -411,13 +447,15 @@ func (m *groupManager) expire(now time.Time) {
 				m.b.log.Warn("group member session expired", "group", gs.name, "member", id)
 			}
 		}
-		m.apply(gs, ch)
+		m.prune(gs)
 	}
 }
 
 // flush persists committed offsets that moved without an explicit commit
 // (auto and per-message modes) and refreshes the lag gauges.
 func (m *groupManager) flush() {
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
 	var dirty []meta.Offset
 	m.mu.Lock()
 	for _, gs := range m.groups {
@@ -436,7 +474,9 @@ func (m *groupManager) flush() {
 		m.mu.Lock()
 		for _, o := range dirty {
 			if gs := m.groups[o.Group]; gs != nil {
-				gs.offset(topicPartition{o.Topic, o.Partition}).persisted = o.Offset
+				if os := gs.offsets[topicPartition{o.Topic, o.Partition}]; os != nil {
+					os.persisted = o.Offset
+				}
 			}
 		}
 		m.mu.Unlock()
@@ -470,12 +510,18 @@ func (m *groupManager) updateLag() {
 	}
 }
 
-// topicDeleted forgets the offsets of a deleted topic; its subscriptions
-// end by themselves (they watch the topic).
-func (m *groupManager) topicDeleted(name string) {
+// deleteTopic removes a topic's definition and its groups' offsets from
+// the meta store, and forgets them here; members consuming it leave their
+// groups (their subscriptions end by themselves: they watch the topic).
+func (m *groupManager) deleteTopic(name string) error {
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
+	if err := m.b.meta.DeleteTopic(name); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for gname, gs := range m.groups {
+	for _, gs := range m.groups {
 		for tp := range gs.offsets {
 			if tp.topic == name {
 				delete(gs.offsets, tp)
@@ -483,16 +529,12 @@ func (m *groupManager) topicDeleted(name string) {
 		}
 		for id, s := range gs.subs {
 			if s.t.name == name {
-				delete(gs.subs, id)
-				if ch, err := gs.g.Leave(id); err == nil {
-					m.apply(gs, ch)
-				}
+				m.remove(gs, id)
 			}
 		}
-		if len(gs.subs) == 0 && len(gs.offsets) == 0 {
-			delete(m.groups, gname)
-		}
+		m.prune(gs)
 	}
+	return nil
 }
 
 func (m *groupManager) close() {

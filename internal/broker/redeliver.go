@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -28,7 +29,6 @@ func (m *groupManager) redeliver(s *Subscription, limit int) (*Delivery, time.Du
 	m.mu.Lock()
 	s.mu.Lock()
 	owned := slices.Clone(s.owned)
-	gen := s.generation
 	s.mu.Unlock()
 	for _, pid := range owned {
 		os := s.gs.offsets[topicPartition{s.t.name, pid}]
@@ -39,7 +39,7 @@ func (m *groupManager) redeliver(s *Subscription, limit int) (*Delivery, time.Du
 		if len(again)+len(dead) > 0 {
 			tr := os.tracker
 			m.mu.Unlock()
-			return m.resend(s, pid, tr, gen, again, dead)
+			return m.resend(s, pid, tr, again, dead)
 		}
 		if at, ok := os.tracker.NextDeadline(); ok {
 			if w := max(at.Sub(now), time.Millisecond); wait == 0 || w < wait {
@@ -53,17 +53,21 @@ func (m *groupManager) redeliver(s *Subscription, limit int) (*Delivery, time.Du
 
 // resend dead-letters `dead` and delivers `again` once more. The tracker
 // parked both sets in Due; each offset leaves that state here through
-// Delivered or Ack. tr and gen guard against a rebalance meanwhile: a
-// revoked partition's tracker is dropped and nothing is done to it.
-func (m *groupManager) resend(s *Subscription, pid int32, tr *group.Tracker, gen int64, again, dead []int64) (*Delivery, time.Duration, error) {
+// Delivered or Ack. tr guards against a rebalance meanwhile: a revoked
+// partition's tracker is dropped and nothing is done to it.
+func (m *groupManager) resend(s *Subscription, pid int32, tr *group.Tracker, again, dead []int64) (*Delivery, time.Duration, error) {
 	p := s.t.parts[pid]
 	for _, off := range dead {
-		rec, ok := readOne(p, off)
-		var err error
-		if ok {
+		rec, err := readOne(p, off)
+		gone := errors.Is(err, errRetained)
+		if err == nil {
 			err = m.deadLetter(s, pid, rec)
 		}
-		m.settle(s, pid, tr, gen, func(now time.Time) {
+		m.settle(s, pid, tr, func(now time.Time) {
+			if gone { // retention removed it: nothing left to dead-letter
+				tr.Ack(off)
+				return
+			}
 			if err != nil {
 				m.b.log.Error("dead-letter publish failed; will retry after the ack wait",
 					"group", s.gs.name, "topic", s.t.name, "partition", pid, "offset", off, "err", err)
@@ -76,10 +80,15 @@ func (m *groupManager) resend(s *Subscription, pid int32, tr *group.Tracker, gen
 	}
 	d := &Delivery{Partition: pid}
 	for _, off := range again {
-		rec, ok := readOne(p, off)
-		m.settle(s, pid, tr, gen, func(now time.Time) {
-			if !ok { // gone to retention: nothing left to deliver
+		rec, err := readOne(p, off)
+		m.settle(s, pid, tr, func(now time.Time) {
+			if errors.Is(err, errRetained) { // retention removed it: nothing left to deliver
 				tr.Ack(off)
+				return
+			}
+			if err != nil { // unreadable now (storage failure): try again after the ack wait
+				m.b.log.Error("cannot read a record to redeliver", "topic", s.t.name, "partition", pid, "offset", off, "err", err)
+				tr.Delivered(off, now)
 				return
 			}
 			n := tr.Delivered(off, now)
@@ -93,33 +102,41 @@ func (m *groupManager) resend(s *Subscription, pid int32, tr *group.Tracker, gen
 	return d, 0, nil
 }
 
-// settle runs fn under the group lock if pid still belongs to s with the
-// same tracker and generation, and updates the committed offset after it.
-func (m *groupManager) settle(s *Subscription, pid int32, tr *group.Tracker, gen int64, fn func(time.Time)) {
+// settle runs fn under the group lock if pid still has the tracker tr (a
+// revoke always drops the tracker, so the same tracker means s still owns
+// pid), and updates the committed offset after it.
+func (m *groupManager) settle(s *Subscription, pid int32, tr *group.Tracker, fn func(time.Time)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := s.gs.offsets[topicPartition{s.t.name, pid}]
-	s.mu.Lock()
-	current := s.generation == gen
-	s.mu.Unlock()
-	if os == nil || os.tracker != tr || !current {
+	if os == nil || os.tracker != tr {
 		return
 	}
 	fn(time.Now())
 	os.committed = tr.Committed()
 }
 
-// readOne reads the record at off, if it is still retained.
-func readOne(p *partition, off int64) (record.Record, bool) {
-	batches, _, _, err := p.readBatches(off, 1)
+// errRetained: the record was deleted by retention.
+var errRetained = errors.New("record no longer retained")
+
+// readOne reads the record at off. errRetained when retention deleted it;
+// any other error means it could not be read now.
+func readOne(p *partition, off int64) (record.Record, error) {
+	batches, start, _, err := p.readBatches(off, 1)
+	if off < start {
+		return record.Record{}, errRetained
+	}
 	if err != nil {
-		return record.Record{}, false
+		return record.Record{}, err
 	}
 	recs, _, err := DecodeFrom(nil, batches, off, 1)
-	if err != nil || len(recs) == 0 || recs[0].Offset != off {
-		return record.Record{}, false
+	if err != nil {
+		return record.Record{}, err
 	}
-	return recs[0], true
+	if len(recs) == 0 || recs[0].Offset != off {
+		return record.Record{}, errorf(ErrUnavailable, "record %d of %s/%d not found in its batch", off, p.t.name, p.id)
+	}
+	return recs[0], nil
 }
 
 // deadLetter publishes rec to the subscription's dead-letter topic

@@ -223,7 +223,7 @@ func (b *Broker) resolveStart(p *partition, sp StartPosition) (int64, error) {
 		}
 		return sp.Value, nil
 	case StartTimestamp:
-		return b.OffsetForTime(p.t.name, p.id, sp.Value)
+		return p.offsetForTime(sp.Value)
 	}
 	return hw, nil
 }

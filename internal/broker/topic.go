@@ -17,7 +17,20 @@ type topic struct {
 	notifyMu sync.Mutex
 	notifyCh chan struct{} // closed and replaced whenever any partition advances
 	deleted  chan struct{} // closed when the topic is deleted
+
+	// state is guarded by Broker.mu. Only active topics are visible to
+	// lookups; the others hold their name while their files are created or
+	// removed, so no second topic of that name can touch the same directory.
+	state topicState
 }
+
+type topicState uint8
+
+const (
+	topicActive topicState = iota
+	topicCreating
+	topicDeleting
+)
 
 func newTopic(name string, cfg TopicConfig) *topic {
 	return &topic{name: name, cfg: cfg, notifyCh: make(chan struct{}), deleted: make(chan struct{})}

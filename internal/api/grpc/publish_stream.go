@@ -16,27 +16,26 @@ func (s *Service) PublishStream(stream pb.Hermes_PublishStreamServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	fl := newFlight(s.limits.PublishInFlight, s.limits.PublishInFlightBytes)
+	// out holds at most PublishInFlight answers (the flight bound), so an
+	// answer never blocks the broker's callback.
 	out := make(chan *pb.PublishResponse, s.limits.PublishInFlight)
-	sendErr := make(chan error, 1)
+	sendDone := make(chan error, 1)
 	go func() {
-		for {
-			select {
-			case resp := <-out:
-				if err := stream.Send(resp); err != nil {
-					sendErr <- err
-					cancel()
-					return
-				}
-			case <-ctx.Done():
-				sendErr <- nil
-				return
+		var err error
+		for resp := range out {
+			if err != nil {
+				continue // the stream is broken: drain, so callbacks finish
+			}
+			if err = stream.Send(resp); err != nil {
+				cancel() // stop reading requests
 			}
 		}
+		sendDone <- err
 	}()
 	err := s.receivePublishes(ctx, stream, fl, out)
-	fl.wait() // every accepted request is answered before the stream ends
-	cancel()
-	if e := <-sendErr; err == nil {
+	fl.wait()  // every accepted request has been answered into out ...
+	close(out) // ... and the sender sends them all before the stream ends
+	if e := <-sendDone; err == nil {
 		err = e
 	}
 	return err
@@ -60,10 +59,7 @@ func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_Publish
 		}
 		id := req.RequestId
 		answer := func(resp *pb.PublishResponse) {
-			select {
-			case out <- resp:
-			case <-ctx.Done():
-			}
+			out <- resp
 			fl.release(size)
 		}
 		breq, err := publishRequest(req)

@@ -15,6 +15,10 @@ import (
 // MaxMessageBytes bounds one gRPC message; a packed batch must fit.
 const MaxMessageBytes = 32 << 20
 
+// maxFetchBytes keeps a Fetch answer (up to max_bytes, plus at most one
+// batch of up to 16 MiB past it) within MaxMessageBytes.
+const maxFetchBytes = 15 << 20
+
 // Service implements hermes.v1.Hermes over a broker.
 type Service struct {
 	pb.UnimplementedHermesServer
@@ -141,6 +145,9 @@ func (s *Service) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 	}
 	if req.MaxWaitMs < 0 || req.MaxWaitMs > broker.MaxFetchWait.Milliseconds() {
 		return nil, toStatus(invalid("max_wait_ms must be 0 to %d, got %d", broker.MaxFetchWait.Milliseconds(), req.MaxWaitMs))
+	}
+	if req.MaxBytes < 0 || req.MaxBytes > maxFetchBytes {
+		return nil, toStatus(invalid("max_bytes must be 0 to %d (one answer must fit a gRPC message), got %d", maxFetchBytes, req.MaxBytes))
 	}
 	res, err := s.b.Fetch(ctx, broker.FetchRequest{
 		Topic: req.Topic, Partition: req.Partition, Offset: req.Offset,

@@ -24,6 +24,9 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 // handled as they come.
 func (s *Service) Subscribe(stream pb.Hermes_SubscribeServer) error {
 	first, err := stream.Recv()
+	if isEOF(err) {
+		return toStatus(invalid("the stream ended before its `open` request"))
+	}
 	if err != nil {
 		return err
 	}
@@ -41,11 +44,13 @@ func (s *Service) Subscribe(stream pb.Hermes_SubscribeServer) error {
 	}
 	defer sub.Close()
 	ss := &subStream{stream: stream, sub: sub, wake: make(chan struct{}, 1)}
+	defer ss.finish()
 	ss.credit.records = int64(open.CreditRecords)
 	if ss.credit.records == 0 {
 		ss.credit.records = defaultCreditRecords
 	}
 	ss.credit.bytes = open.CreditBytes
+	ss.credit.byteLimited = open.CreditBytes > 0
 	if err := ss.send(&pb.SubscribeResponse{Kind: &pb.SubscribeResponse_Subscribed{Subscribed: &pb.Subscribed{
 		MemberId: sub.MemberID(), SessionTimeoutMs: sub.SessionTimeout().Milliseconds(),
 	}}}); err != nil {
@@ -114,19 +119,36 @@ type subStream struct {
 	stream pb.Hermes_SubscribeServer
 	sub    *broker.Subscription
 	sendMu sync.Mutex
+	done   bool // guarded by sendMu: the handler returned; no more sends
 
 	credit struct {
 		sync.Mutex
 		records int64
-		bytes   int64 // 0 = no byte limit
+		// bytes is the byte credit left when byteLimited (it may go
+		// negative: one delivery of at least one record is always allowed).
+		bytes       int64
+		byteLimited bool
 	}
 	wake chan struct{}
 }
 
+var errStreamDone = errors.New("subscription stream finished")
+
+// send sends on the stream unless the handler has returned (gRPC forbids
+// sending after that; the receive goroutine may still be running).
 func (ss *subStream) send(resp *pb.SubscribeResponse) error {
 	ss.sendMu.Lock()
 	defer ss.sendMu.Unlock()
+	if ss.done {
+		return errStreamDone
+	}
 	return ss.stream.Send(resp)
+}
+
+func (ss *subStream) finish() {
+	ss.sendMu.Lock()
+	ss.done = true
+	ss.sendMu.Unlock()
 }
 
 // receive handles the client's requests until the stream ends.
@@ -155,9 +177,10 @@ func (ss *subStream) handle(req *pb.SubscribeRequest) error {
 		}
 		ss.credit.Lock()
 		ss.credit.records += int64(k.Credit.Records)
-		if ss.credit.bytes > 0 || k.Credit.Bytes > 0 {
-			ss.credit.bytes += k.Credit.Bytes
+		if k.Credit.Bytes > 0 {
+			ss.credit.byteLimited = true
 		}
+		ss.credit.bytes += k.Credit.Bytes
 		ss.credit.Unlock()
 		select {
 		case ss.wake <- struct{}{}:
@@ -205,9 +228,9 @@ func forEachPartition(recs []*pb.PartitionOffset, fn func(int32, []int64) error)
 func (ss *subStream) deliver(ctx context.Context, packed bool) error {
 	for {
 		ss.credit.Lock()
-		records, bytes := ss.credit.records, ss.credit.bytes
+		records, bytes, limited := ss.credit.records, ss.credit.bytes, ss.credit.byteLimited
 		ss.credit.Unlock()
-		if records <= 0 || bytes < 0 {
+		if records <= 0 || limited && bytes <= 0 {
 			select {
 			case <-ss.wake:
 				continue
@@ -216,7 +239,7 @@ func (ss *subStream) deliver(ctx context.Context, packed bool) error {
 			}
 		}
 		maxBytes := maxDeliveryBytes
-		if bytes > 0 && bytes < int64(maxBytes) {
+		if limited && bytes < int64(maxBytes) {
 			maxBytes = int(bytes)
 		}
 		d, err := ss.sub.Poll(ctx, int(min(records, 1<<20)), maxBytes)
@@ -226,12 +249,7 @@ func (ss *subStream) deliver(ctx context.Context, packed bool) error {
 		resp, n, size := deliveryToPB(d)
 		ss.credit.Lock()
 		ss.credit.records -= int64(n)
-		if ss.credit.bytes > 0 {
-			ss.credit.bytes -= int64(size)
-			if ss.credit.bytes == 0 {
-				ss.credit.bytes = -1 // exhausted, not "unlimited"
-			}
-		}
+		ss.credit.bytes -= int64(size)
 		ss.credit.Unlock()
 		if err := ss.send(resp); err != nil {
 			return err

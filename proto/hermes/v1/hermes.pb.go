@@ -1362,7 +1362,8 @@ type FetchRequest struct {
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	// Bounds of the answer (defaults 1000 records, 1 MiB; at least one record
+	// Bounds of the answer (defaults 1000 records, 1 MiB; max_bytes at most
+	// 15 MiB; at least one record
 	// is returned when one is available, however large).
 	MaxRecords int32 `protobuf:"varint,4,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
 	MaxBytes   int32 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`

@@ -1,0 +1,157 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// Deleting and re-creating a topic concurrently must never leave the new
+// topic writing into the old, trashed directory: what is acknowledged
+// after the last create survives a restart.
+func TestDeleteRecreateRaceKeepsAckedRecords(t *testing.T) {
+	dir := t.TempDir()
+	b := openTest(t, dir, nil)
+	for i := 0; i < 20; i++ {
+		b.CreateTopic("flip", TopicConfig{}, true)
+		mustPublish(t, b, &PublishRequest{Topic: "flip", Partition: 0, Records: recs("old", 3)})
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); b.DeleteTopic("flip") }()
+		go func() { defer wg.Done(); b.CreateTopic("flip", TopicConfig{}, true) }()
+		wg.Wait()
+		if _, err := b.CreateTopic("flip", TopicConfig{}, true); err != nil && !errors.Is(err, ErrUnavailable) {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := b.CreateTopic("flip", TopicConfig{}, true); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.DeleteTopic("flip")
+	}
+	if _, err := b.CreateTopic("flip", TopicConfig{}, false); err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, b, &PublishRequest{Topic: "flip", Partition: 0, Records: recs("new", 5)})
+	b.Close()
+	b = openTest(t, dir, nil)
+	got := fetchAll(t, b, "flip", 0)
+	if len(got) != 5 || string(got[0].Payload) != "new-0" {
+		t.Fatalf("after restart the topic holds %d records (first %q), want the 5 new ones", len(got), got[0].Payload)
+	}
+}
+
+// A member whose session expired must stop getting records at once, and
+// the partition's new owner starts from the committed offset.
+func TestExpiredMemberStopsAndPartitionsMove(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	b.CreateTopic("e", TopicConfig{}, false)
+	mustPublish(t, b, &PublishRequest{Topic: "e", Partition: 0, Records: recs("e", 10)})
+	opts := SubscribeOptions{Topic: "e", Group: "g", AckMode: AckPerMessage, Start: StartPosition{Kind: StartEarliest},
+		SessionTimeout: 100 * time.Millisecond}
+	a, err := b.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	poll(t, a, 10) // assignment
+	if d := poll(t, a, 3); len(d.Records) != 3 {
+		t.Fatalf("a got %d", len(d.Records))
+	}
+	// a stops heart-beating; c joins and keeps its session alive.
+	c, err := b.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				c.Heartbeat()
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // a's session (100 ms) expires
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if d, err := a.Poll(ctx, 10, 1<<20); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("expired member's poll = %+v, %v; want ErrUnknownMember", d, err)
+	}
+	var offsets []int64
+	for len(offsets) < 10 {
+		d := poll(t, c, 10)
+		for _, r := range d.Records {
+			offsets = append(offsets, r.Offset)
+		}
+	}
+	if offsets[0] != 0 {
+		t.Fatalf("new owner started at %d, want the committed offset 0", offsets[0])
+	}
+}
+
+// An ack frees room at max_ack_pending and must wake Poll at once, not
+// after the ack wait.
+func TestAckWakesPoll(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	b.CreateTopic("w", TopicConfig{}, false)
+	mustPublish(t, b, &PublishRequest{Topic: "w", Partition: 0, Records: recs("w", 4)})
+	s, err := b.Subscribe(SubscribeOptions{Topic: "w", Group: "g", AckMode: AckPerMessage,
+		Start: StartPosition{Kind: StartEarliest}, MaxAckPending: 2, AckWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	poll(t, s, 10)
+	if d := poll(t, s, 10); len(d.Records) != 2 {
+		t.Fatalf("first delivery %d records, want max_ack_pending 2", len(d.Records))
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		s.Ack(0, []int64{0, 1})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	d, err := s.Poll(ctx, 10, 1<<20)
+	if err != nil || len(d.Records) != 2 || d.Records[0].Offset != 2 {
+		t.Fatalf("after the ack: %+v, %v", d, err)
+	}
+}
+
+// A subscriber whose position retention deleted skips to the log start
+// and gets the retained records without waiting for a new publish.
+func TestSubscriberBehindRetentionSkipsAhead(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	b.CreateTopic("r", TopicConfig{SegmentBytes: MinSegmentBytes, RetentionBytes: MinSegmentBytes}, false)
+	s, err := b.Subscribe(SubscribeOptions{Topic: "r", Start: StartPosition{Kind: StartEarliest}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	payload := make([]byte, 64<<10)
+	for i := 0; i < 40; i++ { // 2.5 MiB: at least two full segments
+		mustPublish(t, b, &PublishRequest{Topic: "r", Partition: 0, Records: []record.Record{{Payload: payload}}})
+	}
+	done := make(chan struct{})
+	tp, _ := b.topic("r")
+	tp.parts[0].enqueue(&writeReq{control: func() { tp.parts[0].enforceRetention(time.Now()); close(done) }})
+	<-done
+	start, _ := tp.parts[0].offsets()
+	if start == 0 {
+		t.Fatal("retention deleted nothing")
+	}
+	d := poll(t, s, 5)
+	if len(d.Records) == 0 || d.Records[0].Offset != start {
+		t.Fatalf("after retention got %+v, want records from %d", d.Records, start)
+	}
+}
