@@ -211,3 +211,31 @@ func (p pebbleLogger) logger() *slog.Logger {
 	}
 	return p.l
 }
+
+const raftPrefix = "raft/"
+
+// PutRaftState durably stores the Raft state blob of one group (a
+// partition's HardState, ConfState, compaction point and record-less
+// entries; encoded by the replication package).
+func (s *Store) PutRaftState(group string, state []byte) error {
+	return s.db.Set([]byte(raftPrefix+group), state, pebble.Sync)
+}
+
+// RaftState returns the stored Raft state of a group, or ErrNotFound. The
+// value is a copy owned by the caller.
+func (s *Store) RaftState(group string) ([]byte, error) {
+	v, closer, err := s.db.Get([]byte(raftPrefix + group))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
+
+// DeleteRaftState forgets a group's Raft state (its partition was deleted).
+func (s *Store) DeleteRaftState(group string) error {
+	return s.db.Delete([]byte(raftPrefix+group), pebble.Sync)
+}

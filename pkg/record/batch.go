@@ -230,3 +230,15 @@ func RebaseHeader(hdr *[BatchHeaderSize]byte, records []byte, base int64) {
 	crc := crc32.Update(crc32.Checksum(hdr[offMagic:], castagnoli), castagnoli, records)
 	le.PutUint32(hdr[offCRC:], crc)
 }
+
+// SetPosition rewrites the base offset and the Raft term and index of the
+// batch at the start of b and recomputes its CRC once, in place.
+//
+// REQUIRES: as SetBaseOffset.
+func SetPosition(b []byte, base int64, term, index uint64) {
+	size := wholeBatch(b)
+	le.PutUint64(b[offBaseOffset:], uint64(base))
+	le.PutUint64(b[offRaftTerm:], term)
+	le.PutUint64(b[offRaftIndex:], index)
+	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+}

@@ -1,0 +1,469 @@
+// Package replication makes a partition a Raft group: LogStore is the
+// group's raft.Storage over the partition's own data log, so a record is
+// written once, as the batch it arrived in, on every replica.
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hermes-mq/hermes/internal/meta"
+	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// kindBatches marks entry data that carries record batches.
+const kindBatches byte = 1
+
+// envelopeSize is the prefix of a batches entry: kind, proposer node id,
+// proposal id.
+const envelopeSize = 1 + 8 + 8
+
+// Proposal names who proposed an entry: a node and its own counter. The
+// zero Proposal is anonymous (an entry read back from storage).
+type Proposal struct {
+	Node uint64
+	ID   uint64
+}
+
+// EncodeEntry appends to dst the data of an entry carrying batches.
+//
+// REQUIRES: each batch is one whole, valid record batch.
+func EncodeEntry(dst []byte, p Proposal, batches ...[]byte) []byte {
+	dst = append(dst, kindBatches)
+	dst = binary.LittleEndian.AppendUint64(dst, p.Node)
+	dst = binary.LittleEndian.AppendUint64(dst, p.ID)
+	for _, b := range batches {
+		dst = append(dst, b...)
+	}
+	return dst
+}
+
+// parseEntry splits an entry carrying batches; ok is false for any other
+// entry (an empty entry, a configuration change).
+func parseEntry(e *pb.Entry) (p Proposal, body []byte, ok bool) {
+	d := e.GetData()
+	if e.GetType() != pb.EntryType_EntryNormal || len(d) < envelopeSize || d[0] != kindBatches {
+		return Proposal{}, nil, false
+	}
+	p.Node = binary.LittleEndian.Uint64(d[1:])
+	p.ID = binary.LittleEndian.Uint64(d[9:])
+	return p, d[envelopeSize:], true
+}
+
+// entryPos locates one entry of the index window.
+type entryPos struct {
+	term uint64
+	// off and next bound the entry's records: offsets [off, next). For an
+	// entry without records off == next, the offset where it stands.
+	off, next int64
+	side      bool // the entry carries no records; its data is in raftState.side
+}
+
+// Appended describes an entry carrying batches that Append stored.
+type Appended struct {
+	Index, Term uint64
+	Proposal    Proposal
+	// Offsets [First, Next) are the entry's records.
+	First, Next int64
+}
+
+// LogStore is a partition's Raft log. Entries that carry batches are their
+// batches in the partition log (raftTerm, raftIndex and baseOffset set when
+// they are persisted); other entries, the HardState, the ConfState and the
+// compaction point are a small state blob in the node's meta store.
+//
+// It implements raft.Storage. The partition's Ready loop is its only
+// writer (Append, SetHardState, Sync); the raft.Storage methods are called
+// by the same goroutine through RawNode, and the read methods may be called
+// by others (mu guards the index).
+type LogStore struct {
+	group string
+	log   *partlog.Log
+	meta  *meta.Store
+
+	mu sync.Mutex
+	st *raftState
+	// first is the index of ents[0]. Invariant: first == st.compactIndex+1.
+	first uint64
+	ents  []entryPos
+	// dirty: st changed in a way that must be durable before the next
+	// messages are sent (term, vote, side entries, compaction point).
+	dirty bool
+}
+
+var _ raft.Storage = (*LogStore)(nil)
+
+// OpenLogStore opens the Raft log of the group over log, rebuilding the
+// index from the batch headers after the compaction point. An incomplete
+// tail (a crash between writing the data log and the state) is cut back to
+// the longest contiguous run of entries: nothing after it had been
+// reported as persisted.
+func OpenLogStore(group string, log *partlog.Log, ms *meta.Store) (*LogStore, error) {
+	st := newRaftState()
+	if enc, err := ms.RaftState(group); err == nil {
+		if st, err = decodeState(enc); err != nil {
+			return nil, fmt.Errorf("raft state of %s: %w", group, err)
+		}
+	} else if !errors.Is(err, meta.ErrNotFound) {
+		return nil, err
+	}
+	s := &LogStore{group: group, log: log, meta: ms, st: st, first: st.compactIndex + 1}
+	data, err := s.scan(st.compactOffset)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.rebuild(data); err != nil {
+		return nil, err
+	}
+	if last := s.lastIndex(); st.hard.GetCommit() > last {
+		st.hard.Commit = proto.Uint64(last)
+	}
+	return s, nil
+}
+
+// scan reads the batch headers from offset on and groups them by Raft
+// index.
+func (s *LogStore) scan(from int64) (map[uint64]entryPos, error) {
+	data := make(map[uint64]entryPos)
+	end := s.log.NextOffset()
+	for off := from; off < end; {
+		raw, err := s.log.Read(off, 4<<20, end)
+		if err != nil {
+			return nil, fmt.Errorf("scan %s at %d: %w", s.group, off, err)
+		}
+		for len(raw) > 0 {
+			h, err := record.ParseHeader(raw)
+			if err != nil {
+				return nil, fmt.Errorf("scan %s at %d: %w", s.group, off, err)
+			}
+			if h.RaftIndex == 0 {
+				return nil, fmt.Errorf("%s: the batch at offset %d was not written by replication", s.group, h.BaseOffset)
+			}
+			pos, ok := data[h.RaftIndex]
+			if !ok {
+				pos = entryPos{term: h.RaftTerm, off: h.BaseOffset}
+			}
+			pos.next = h.NextOffset()
+			data[h.RaftIndex] = pos
+			raw, off = raw[h.Size():], h.NextOffset()
+		}
+	}
+	return data, nil
+}
+
+// rebuild lays out the index window from the compaction point on and cuts
+// whatever follows a gap.
+func (s *LogStore) rebuild(data map[uint64]entryPos) error {
+	next := s.st.compactOffset
+	for i := s.first; ; i++ {
+		if pos, ok := data[i]; ok && pos.off == next {
+			s.ents = append(s.ents, pos)
+			next = pos.next
+			continue
+		}
+		if e, ok := s.st.side[i]; ok {
+			s.ents = append(s.ents, entryPos{term: e.GetTerm(), off: next, next: next, side: true})
+			continue
+		}
+		break
+	}
+	last := s.lastIndex()
+	for i := range s.st.side {
+		if i > last {
+			delete(s.st.side, i)
+			s.dirty = true
+		}
+	}
+	if next < s.log.NextOffset() {
+		if err := s.log.Truncate(next); err != nil {
+			return fmt.Errorf("%s: cut the log after index %d: %w", s.group, last, err)
+		}
+	}
+	if s.dirty {
+		return s.saveState()
+	}
+	return nil
+}
+
+func (s *LogStore) lastIndex() uint64 { return s.first + uint64(len(s.ents)) - 1 }
+
+// nextOffset is the partition offset after the last entry's records.
+func (s *LogStore) nextOffset() int64 {
+	if len(s.ents) == 0 {
+		return s.st.compactOffset
+	}
+	return s.ents[len(s.ents)-1].next
+}
+
+// Append stores entries from a Ready, cutting a conflicting suffix first.
+// It writes without syncing: call Sync before the Ready's messages go out.
+// It returns where the batches of proposed entries went.
+//
+// The batches are rebased in place, inside the entries' data: raft never
+// reads Data of a normal entry, every replica rewrites the same fields to
+// the same values for committed entries, and this happens before the
+// Ready's messages (which may carry the same entries) are sent. The log
+// keeps the bytes (AppendShared); nothing modifies them afterwards.
+func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Appended
+	for _, e := range ents {
+		idx := e.GetIndex()
+		if idx < s.first {
+			return out, fmt.Errorf("%s: append of index %d below the compaction point %d", s.group, idx, s.first-1)
+		}
+		if idx <= s.lastIndex() {
+			if err := s.truncateFrom(idx); err != nil {
+				return out, err
+			}
+		}
+		if idx != s.lastIndex()+1 {
+			return out, fmt.Errorf("%s: append of index %d after %d leaves a gap", s.group, idx, s.lastIndex())
+		}
+		a, err := s.appendEntry(e)
+		if err != nil {
+			return out, err
+		}
+		if a.Proposal.Node != 0 {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+func (s *LogStore) appendEntry(e *pb.Entry) (Appended, error) {
+	idx, term := e.GetIndex(), e.GetTerm()
+	off := s.nextOffset()
+	p, body, ok := parseEntry(e)
+	if !ok {
+		s.st.side[idx] = proto.Clone(e).(*pb.Entry)
+		s.ents = append(s.ents, entryPos{term: term, off: off, next: off, side: true})
+		s.dirty = true
+		return Appended{}, nil
+	}
+	next := off
+	for len(body) > 0 {
+		h, err := record.ParseBatch(body)
+		if err != nil {
+			return Appended{}, fmt.Errorf("%s: entry %d: %w", s.group, idx, err)
+		}
+		b := body[:h.Size()]
+		record.SetPosition(b, next, term, idx)
+		if err := s.log.AppendShared(b); err != nil {
+			return Appended{}, err
+		}
+		next += int64(h.RecordCount)
+		body = body[h.Size():]
+	}
+	s.ents = append(s.ents, entryPos{term: term, off: off, next: next})
+	return Appended{Index: idx, Term: term, Proposal: p, First: off, Next: next}, nil
+}
+
+// truncateFrom drops entries from index idx on, from the log and the side
+// entries. Lock: mu held.
+func (s *LogStore) truncateFrom(idx uint64) error {
+	pos := s.ents[idx-s.first]
+	if pos.off < s.log.NextOffset() {
+		if err := s.log.Truncate(pos.off); err != nil {
+			return fmt.Errorf("%s: truncate at index %d (offset %d): %w", s.group, idx, pos.off, err)
+		}
+	}
+	for i := range s.st.side {
+		if i >= idx {
+			delete(s.st.side, i)
+			s.dirty = true
+		}
+	}
+	s.ents = s.ents[:idx-s.first]
+	return nil
+}
+
+// SetHardState records the HardState of a Ready. A change of term or vote
+// must be durable before messages go out, so it marks the state for the
+// next Sync; the commit index alone is written lazily (a restarted replica
+// relearns it from its leader).
+func (s *LogStore) SetHardState(hs *pb.HardState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hs.GetTerm() != s.st.hard.GetTerm() || hs.GetVote() != s.st.hard.GetVote() {
+		s.dirty = true
+	}
+	s.st.hard = proto.Clone(hs).(*pb.HardState)
+}
+
+// SetConfState records the group's configuration after a change.
+func (s *LogStore) SetConfState(cs *pb.ConfState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.conf = proto.Clone(cs).(*pb.ConfState)
+	s.dirty = true
+}
+
+// Sync makes everything appended durable: the data log first, then the
+// state if it changed. A crash between the two leaves a gap that
+// OpenLogStore cuts.
+func (s *LogStore) Sync() error {
+	if err := s.log.Sync(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dirty {
+		return nil
+	}
+	return s.saveState()
+}
+
+// saveState writes the state blob. Lock: mu held (or s not yet shared).
+func (s *LogStore) saveState() error {
+	enc, err := s.st.encode()
+	if err != nil {
+		return err
+	}
+	if err := s.meta.PutRaftState(s.group, enc); err != nil {
+		return fmt.Errorf("%s: save raft state: %w", s.group, err)
+	}
+	s.dirty = false
+	return nil
+}
+
+// OffsetAfter returns the partition offset after the records of every
+// entry up to index: the high watermark once index is committed.
+func (s *LogStore) OffsetAfter(index uint64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case index < s.first:
+		return s.st.compactOffset
+	case index > s.lastIndex():
+		return s.nextOffset()
+	}
+	return s.ents[index-s.first].next
+}
+
+// InitialState implements raft.Storage.
+func (s *LogStore) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return proto.Clone(s.st.hard).(*pb.HardState), proto.Clone(s.st.conf).(*pb.ConfState), nil
+}
+
+// Term implements raft.Storage.
+func (s *LogStore) Term(i uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case i == s.first-1:
+		return s.st.compactTerm, nil
+	case i < s.first:
+		return 0, raft.ErrCompacted
+	case i > s.lastIndex():
+		return 0, raft.ErrUnavailable
+	}
+	return s.ents[i-s.first].term, nil
+}
+
+// LastIndex implements raft.Storage.
+func (s *LogStore) LastIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastIndex(), nil
+}
+
+// FirstIndex implements raft.Storage.
+func (s *LogStore) FirstIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first, nil
+}
+
+// Snapshot implements raft.Storage. The snapshot of a partition is its
+// files up to the compaction point; their transfer to a follower is not
+// built yet, so the log is never compacted while that is so and raft never
+// needs one.
+func (s *LogStore) Snapshot() (*pb.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.compactIndex > 0 {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
+		Index: proto.Uint64(s.st.compactIndex), Term: proto.Uint64(s.st.compactTerm),
+		ConfState: proto.Clone(s.st.conf).(*pb.ConfState),
+	}}, nil
+}
+
+// Entries implements raft.Storage: entries [lo, hi), at most maxSize
+// bytes of data but at least one entry. Entries carrying batches are read
+// back from the partition log (anonymous: their proposal ids are not kept).
+func (s *LogStore) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	s.mu.Lock()
+	if lo < s.first {
+		s.mu.Unlock()
+		return nil, raft.ErrCompacted
+	}
+	if hi > s.lastIndex()+1 {
+		s.mu.Unlock()
+		return nil, raft.ErrUnavailable
+	}
+	poss := append([]entryPos(nil), s.ents[lo-s.first:hi-s.first]...)
+	side := make(map[uint64]*pb.Entry)
+	for i, p := range poss {
+		if p.side {
+			side[lo+uint64(i)] = proto.Clone(s.st.side[lo+uint64(i)]).(*pb.Entry)
+		}
+	}
+	s.mu.Unlock()
+	var out []*pb.Entry
+	var size uint64
+	for i, p := range poss {
+		idx := lo + uint64(i)
+		var e *pb.Entry
+		if p.side {
+			e = side[idx]
+		} else {
+			data, err := s.readData(p)
+			if err != nil {
+				return out, err
+			}
+			e = &pb.Entry{Index: proto.Uint64(idx), Term: proto.Uint64(p.term), Type: pb.EntryType_EntryNormal.Enum(), Data: data}
+		}
+		size += uint64(len(e.GetData()))
+		if len(out) > 0 && size > maxSize {
+			break
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// readData rebuilds the data of an entry carrying batches from the log.
+func (s *LogStore) readData(p entryPos) ([]byte, error) {
+	data := EncodeEntry(nil, Proposal{})
+	for off := p.off; off < p.next; {
+		raw, err := s.log.Read(off, 1<<20, p.next)
+		if err != nil {
+			return nil, fmt.Errorf("%s: read entry at offset %d: %w", s.group, off, err)
+		}
+		if len(raw) == 0 {
+			return nil, fmt.Errorf("%s: entry records [%d, %d) not in the log", s.group, p.off, p.next)
+		}
+		for len(raw) > 0 {
+			h, err := record.ParseHeader(raw)
+			if err != nil {
+				return nil, err
+			}
+			data = append(data, raw[:h.Size()]...)
+			raw, off = raw[h.Size():], h.NextOffset()
+		}
+	}
+	return data, nil
+}
