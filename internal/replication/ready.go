@@ -1,0 +1,167 @@
+package replication
+
+import (
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// handleReadies processes every pending Ready: persist (one fsync for all
+// its entries and state), answer AckPersisted proposals, send messages,
+// apply what committed. An error is a storage failure: the group stops.
+func (r *Replica) handleReadies() error {
+	for r.rn.HasReady() {
+		rd := r.rn.Ready()
+		if rd.SoftState != nil {
+			r.softState(rd.SoftState)
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			r.store.SetHardState(rd.HardState)
+		}
+		r.overwritten(rd.Entries)
+		apps, err := r.store.Append(rd.Entries)
+		if err != nil {
+			return err
+		}
+		if err := r.store.Sync(); err != nil {
+			return err
+		}
+		r.persisted(apps)
+		if len(rd.Messages) > 0 {
+			r.tr.Send(r.cfg.Group, rd.Messages)
+		}
+		if err := r.apply(rd.CommittedEntries); err != nil {
+			return err
+		}
+		r.rn.Advance(rd)
+	}
+	return nil
+}
+
+// softState notes the leader; a replica that stops leading fails the
+// proposals raft may never hand back (not yet in any Ready): they were not
+// stored, the client sends them again.
+func (r *Replica) softState(ss *raft.SoftState) {
+	r.leader.Store(ss.Lead)
+	if ss.RaftState == raft.StateLeader {
+		return
+	}
+	for id, pe := range r.pending {
+		if pe.index == 0 {
+			r.finish(pe, 0, fmt.Errorf("%w of %s (leader: node %d)", ErrNotLeader, r.cfg.Group, ss.Lead))
+			delete(r.pending, id)
+		}
+	}
+}
+
+// overwritten fails the proposals whose persisted entry is being replaced
+// by a different one at the same index.
+func (r *Replica) overwritten(ents []*pb.Entry) {
+	for _, e := range ents {
+		idx := e.GetIndex()
+		for i, pe := range r.byIndex {
+			if i < idx {
+				continue
+			}
+			if p, _, ok := parseEntry(e); i == idx && ok && p == (Proposal{r.cfg.NodeID, pe.id}) {
+				continue
+			}
+			r.finish(pe, 0, fmt.Errorf("%w at index %d of %s", ErrOverwritten, i, r.cfg.Group))
+			delete(r.byIndex, i)
+			delete(r.pending, pe.id)
+		}
+	}
+}
+
+// persisted notes where this replica's proposals landed and answers the
+// AckPersisted ones: their entry is fsynced on the leader.
+func (r *Replica) persisted(apps []Appended) {
+	for _, a := range apps {
+		if a.Proposal.Node != r.cfg.NodeID {
+			continue
+		}
+		pe := r.pending[a.Proposal.ID]
+		if pe == nil {
+			continue
+		}
+		pe.index = a.Index
+		r.byIndex[a.Index] = pe
+		off := a.First
+		for _, p := range pe.props {
+			p.index, p.first = a.Index, off
+			if p.ack == AckPersisted {
+				p.done(off, nil)
+			}
+			off += int64(p.records)
+		}
+		pe.acked = true
+	}
+}
+
+// apply handles committed entries: configuration changes, the answers of
+// AckCommitted proposals, and the new high watermark with the committed
+// batches for the broker.
+func (r *Replica) apply(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	var batches [][]byte
+	for _, e := range ents {
+		switch e.GetType() {
+		case pb.EntryType_EntryConfChange:
+			var cc pb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
+			}
+			r.store.SetConfState(r.rn.ApplyConfChange(&cc))
+		case pb.EntryType_EntryConfChangeV2:
+			var cc pb.ConfChangeV2
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
+			}
+			r.store.SetConfState(r.rn.ApplyConfChange(&cc))
+		default:
+			batches = r.applyNormal(e, batches)
+		}
+	}
+	hw := r.store.OffsetAfter(ents[len(ents)-1].GetIndex())
+	if r.cfg.OnCommit != nil {
+		r.cfg.OnCommit(batches, hw)
+	}
+	return nil
+}
+
+func (r *Replica) applyNormal(e *pb.Entry, batches [][]byte) [][]byte {
+	idx := e.GetIndex()
+	p, body, ok := parseEntry(e)
+	if pe := r.byIndex[idx]; pe != nil {
+		delete(r.byIndex, idx)
+		delete(r.pending, pe.id)
+		// Any other entry at idx would have gone through Append, where
+		// overwritten() drops pe. An entry read back from storage is
+		// anonymous (Proposal{}), so only a named, different one is proof
+		// of an overwrite here.
+		if ok && (p == (Proposal{}) || p == (Proposal{r.cfg.NodeID, pe.id})) {
+			for _, pr := range pe.props {
+				if pr.ack == AckCommitted {
+					pr.done(pr.first, nil)
+				}
+			}
+		} else {
+			r.finish(pe, 0, fmt.Errorf("%w at index %d of %s", ErrOverwritten, idx, r.cfg.Group))
+		}
+	}
+	for ok && len(body) > 0 {
+		h, err := record.ParseHeader(body)
+		if err != nil {
+			break // it was validated when it was stored
+		}
+		batches = append(batches, body[:h.Size()])
+		body = body[h.Size():]
+	}
+	return batches
+}

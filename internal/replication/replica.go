@@ -1,0 +1,329 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// Errors a proposal can end with. All are retriable: the SDK sends the
+// same records again (same message ids) to the new leader.
+var (
+	// ErrNotLeader: this replica is not the group's leader.
+	ErrNotLeader = errors.New("replication: not the leader")
+	// ErrOverwritten: the entry was replaced by a new leader's before it
+	// committed; the records were not stored.
+	ErrOverwritten = errors.New("replication: entry overwritten by a new leader")
+	// ErrStopped: the replica stopped before the proposal finished.
+	ErrStopped = errors.New("replication: replica stopped")
+)
+
+// AckPoint says when a proposal is answered.
+type AckPoint uint8
+
+const (
+	// AckPersisted answers once the leader has fsynced the entry (the
+	// `eventual` mode).
+	AckPersisted AckPoint = iota
+	// AckCommitted answers once a quorum has it (the `consistent` mode).
+	AckCommitted
+)
+
+// Transport carries Raft messages to other replicas of the group. Send
+// must not block: it may drop messages (raft sends again).
+type Transport interface {
+	Send(group string, msgs []*pb.Message)
+}
+
+// Config configures a Replica.
+type Config struct {
+	Group  string
+	NodeID uint64
+	// Peers are the group's voters, used to bootstrap a new group (the
+	// same list on every replica). Ignored when the log has state.
+	Peers         []uint64
+	TickInterval  time.Duration // default 100ms
+	ElectionTicks int           // default 10
+	HeartbeatTick int           // default 1
+	// MaxEntryBytes bounds the batches coalesced into one entry (default
+	// 4 MiB); MaxQueue bounds waiting proposals (default 4096).
+	MaxEntryBytes int
+	MaxQueue      int
+	Logger        *slog.Logger
+	// OnCommit is called, from the replica's goroutine, with the entries'
+	// batches as they commit, in order, and the new high watermark: the
+	// offset after every committed record. The batches must not be
+	// modified.
+	OnCommit func(batches [][]byte, hw int64)
+}
+
+func (c *Config) defaults() {
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTick == 0 {
+		c.HeartbeatTick = 1
+	}
+	if c.MaxEntryBytes == 0 {
+		c.MaxEntryBytes = 4 << 20
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = 4096
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// proposal is one publish waiting for its entry.
+type proposal struct {
+	batches [][]byte
+	records int
+	size    int
+	ack     AckPoint
+	done    func(first int64, err error)
+
+	// Set when its entry is persisted locally.
+	index uint64
+	first int64
+}
+
+// pendingEntry is an entry this replica proposed: its proposals in order.
+type pendingEntry struct {
+	id    uint64
+	props []*proposal
+	index uint64 // 0 until persisted
+	acked bool   // AckPersisted proposals answered
+}
+
+// Replica runs one Raft group on this node: a RawNode over a LogStore,
+// driven by one goroutine (the Ready loop). Propose and Step hand work to
+// that goroutine through bounded channels.
+type Replica struct {
+	cfg   Config
+	store *LogStore
+	rn    *raft.RawNode
+	tr    Transport
+
+	propc chan *proposal
+	recvc chan *pb.Message
+	stopc chan struct{}
+	done  chan struct{}
+
+	// Owned by the loop goroutine.
+	nextID  uint64
+	pending map[uint64]*pendingEntry // by proposal id
+	byIndex map[uint64]*pendingEntry // persisted, not yet committed
+
+	leader atomic.Uint64 // last known leader, for other goroutines
+}
+
+// NewReplica starts the group's replica over store. A store with no entries
+// and no state is bootstrapped with cfg.Peers as voters.
+func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
+	cfg.defaults()
+	rc := &raft.Config{
+		ID: cfg.NodeID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTick,
+		Storage: store, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
+		MaxUncommittedEntriesSize: 64 << 20, CheckQuorum: true, PreVote: true,
+		Logger: raftLogger{cfg.Logger.With("group", cfg.Group)},
+	}
+	hs, _, _ := store.InitialState()
+	rc.Applied = hs.GetCommit()
+	rn, err := raft.NewRawNode(rc)
+	if err != nil {
+		return nil, err
+	}
+	if last, _ := store.LastIndex(); last == 0 && raft.IsEmptyHardState(hs) {
+		peers := make([]raft.Peer, len(cfg.Peers))
+		for i, id := range cfg.Peers {
+			peers[i] = raft.Peer{ID: id}
+		}
+		if err := rn.Bootstrap(peers); err != nil {
+			return nil, err
+		}
+	}
+	r := &Replica{
+		cfg: cfg, store: store, rn: rn, tr: tr,
+		propc: make(chan *proposal, cfg.MaxQueue), recvc: make(chan *pb.Message, 4096),
+		stopc: make(chan struct{}), done: make(chan struct{}),
+		pending: make(map[uint64]*pendingEntry), byIndex: make(map[uint64]*pendingEntry),
+	}
+	go r.run()
+	return r, nil
+}
+
+// Propose asks for batches (validated record batches, owned by the replica
+// from now on) to be appended; done is called once, from the replica's
+// goroutine, with the offset of the first record or an error
+// (ErrNotLeader, ErrOverwritten, ErrStopped: all retriable).
+func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64, err error)) {
+	p := &proposal{batches: batches, ack: ack, done: done}
+	for _, b := range batches {
+		h, _ := record.ParseHeader(b)
+		p.records += int(h.RecordCount)
+		p.size += len(b)
+	}
+	select {
+	case r.propc <- p:
+	case <-r.stopc:
+		done(0, ErrStopped)
+	default:
+		done(0, fmt.Errorf("%w: %d proposals queued", ErrNotLeader, cap(r.propc)))
+	}
+}
+
+// Step hands a message from a peer to the group. It drops the message when
+// the inbox is full (raft sends again).
+func (r *Replica) Step(m *pb.Message) {
+	select {
+	case r.recvc <- m:
+	default:
+	}
+}
+
+// Leader returns the node id of the group's leader as last seen (0: none).
+func (r *Replica) Leader() uint64 {
+	return r.leader.Load()
+}
+
+// Stop stops the loop and fails what is pending with ErrStopped.
+func (r *Replica) Stop() {
+	close(r.stopc)
+	<-r.done
+}
+
+func (r *Replica) run() {
+	defer close(r.done)
+	tick := time.NewTicker(r.cfg.TickInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stopc:
+			r.failAll(ErrStopped)
+			return
+		case <-tick.C:
+			r.rn.Tick()
+		case m := <-r.recvc:
+			r.rn.Step(m)
+			r.drainInbox()
+		case p := <-r.propc:
+			r.propose(p)
+		}
+		if err := r.handleReadies(); err != nil {
+			r.cfg.Logger.Error("replica storage failed; stopping the group", "group", r.cfg.Group, "err", err)
+			r.failAll(ErrStopped)
+			<-r.stopc
+			return
+		}
+	}
+}
+
+// drainInbox steps every message already queued, so one Ready covers them.
+func (r *Replica) drainInbox() {
+	for {
+		select {
+		case m := <-r.recvc:
+			r.rn.Step(m)
+		default:
+			return
+		}
+	}
+}
+
+// propose coalesces p and whatever else is queued (up to MaxEntryBytes)
+// into one entry: one Raft entry and one fsync for many publishes.
+func (r *Replica) propose(first *proposal) {
+	props := []*proposal{first}
+	size := first.size
+	for size < r.cfg.MaxEntryBytes {
+		select {
+		case p := <-r.propc:
+			props = append(props, p)
+			size += p.size
+			continue
+		default:
+		}
+		break
+	}
+	if st := r.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+		for _, p := range props {
+			p.done(0, fmt.Errorf("%w of %s (leader: node %d)", ErrNotLeader, r.cfg.Group, st.Lead))
+		}
+		return
+	}
+	r.nextID++
+	pe := &pendingEntry{id: r.nextID, props: props}
+	data := make([]byte, 0, envelopeSize+size)
+	data = EncodeEntry(data, Proposal{Node: r.cfg.NodeID, ID: pe.id})
+	for _, p := range props {
+		for _, b := range p.batches {
+			data = append(data, b...)
+		}
+	}
+	if err := r.rn.Propose(data); err != nil {
+		for _, p := range props {
+			p.done(0, fmt.Errorf("%w: %v", ErrNotLeader, err))
+		}
+		return
+	}
+	r.pending[pe.id] = pe
+}
+
+func (r *Replica) failAll(err error) {
+	for _, pe := range r.pending {
+		r.finish(pe, 0, err)
+	}
+	clear(r.pending)
+	clear(r.byIndex)
+	for {
+		select {
+		case p := <-r.propc:
+			p.done(0, err)
+		default:
+			return
+		}
+	}
+}
+
+// finish answers the proposals of pe not answered yet.
+func (r *Replica) finish(pe *pendingEntry, first int64, err error) {
+	off := first
+	for _, p := range pe.props {
+		if !(pe.acked && p.ack == AckPersisted) {
+			if err != nil {
+				p.done(0, err)
+			} else {
+				p.done(off, nil)
+			}
+		}
+		off += int64(p.records)
+	}
+}
+
+// raftLogger routes raft's logging to slog.
+type raftLogger struct{ l *slog.Logger }
+
+func (l raftLogger) Debug(v ...any)                   {}
+func (l raftLogger) Debugf(format string, v ...any)   {}
+func (l raftLogger) Info(v ...any)                    { l.l.Debug(fmt.Sprint(v...)) }
+func (l raftLogger) Infof(format string, v ...any)    { l.l.Debug(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Warning(v ...any)                 { l.l.Warn(fmt.Sprint(v...)) }
+func (l raftLogger) Warningf(format string, v ...any) { l.l.Warn(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Error(v ...any)                   { l.l.Error(fmt.Sprint(v...)) }
+func (l raftLogger) Errorf(format string, v ...any)   { l.l.Error(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Fatal(v ...any)                   { panic(fmt.Sprint(v...)) }
+func (l raftLogger) Fatalf(format string, v ...any)   { panic(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Panic(v ...any)                   { panic(fmt.Sprint(v...)) }
+func (l raftLogger) Panicf(format string, v ...any)   { panic(fmt.Sprintf(format, v...)) }
+

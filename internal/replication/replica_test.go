@@ -1,0 +1,326 @@
+package replication
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hermes-mq/hermes/internal/meta"
+	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// memNet delivers messages between replicas in this process; cut nodes
+// neither send nor receive. Messages are copied (marshaled), as a real
+// transport would.
+type memNet struct {
+	mu    sync.Mutex
+	nodes map[uint64]*Replica
+	cut   map[uint64]bool
+}
+
+func (n *memNet) Send(group string, msgs []*pb.Message) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range msgs {
+		if n.cut[m.GetFrom()] || n.cut[m.GetTo()] {
+			continue
+		}
+		if to := n.nodes[m.GetTo()]; to != nil {
+			b, _ := proto.Marshal(m)
+			var c pb.Message
+			proto.Unmarshal(b, &c)
+			to.Step(&c)
+		}
+	}
+}
+
+func (n *memNet) set(id uint64, r *Replica) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.nodes[id] = r
+}
+
+func (n *memNet) setCut(id uint64, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut[id] = cut
+}
+
+// member is one replica with its own files.
+type member struct {
+	id   uint64
+	dir  string
+	meta *meta.Store
+	log  *partlog.Log
+	r    *Replica
+	mu   sync.Mutex
+	hw   int64
+}
+
+type group struct {
+	t   *testing.T
+	net *memNet
+	ms  []*member
+}
+
+func newGroup(t *testing.T, n int) *group {
+	g := &group{t: t, net: &memNet{nodes: map[uint64]*Replica{}, cut: map[uint64]bool{}}}
+	for i := 1; i <= n; i++ {
+		m := &member{id: uint64(i), dir: t.TempDir()}
+		var err error
+		if m.meta, err = meta.Open(m.dir, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.meta.Close() })
+		g.ms = append(g.ms, m)
+	}
+	for _, m := range g.ms {
+		g.start(m)
+	}
+	t.Cleanup(func() {
+		for _, m := range g.ms {
+			g.stop(m)
+		}
+	})
+	return g
+}
+
+func (g *group) start(m *member) {
+	var err error
+	if m.log, err = partlog.Open(m.dir+"/log", partlog.Options{}); err != nil {
+		g.t.Fatal(err)
+	}
+	store, err := OpenLogStore("t/0", m.log, m.meta)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	peers := make([]uint64, len(g.ms))
+	for i := range g.ms {
+		peers[i] = uint64(i + 1)
+	}
+	m.r, err = NewReplica(Config{
+		Group: "t/0", NodeID: m.id, Peers: peers, TickInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnCommit: func(_ [][]byte, hw int64) {
+			m.mu.Lock()
+			m.hw = hw
+			m.mu.Unlock()
+		},
+	}, store, g.net)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.net.set(m.id, m.r)
+}
+
+func (g *group) stop(m *member) {
+	if m.r == nil {
+		return
+	}
+	g.net.set(m.id, nil)
+	m.r.Stop()
+	m.log.Close()
+	m.r = nil
+}
+
+func (m *member) highWatermark() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hw
+}
+
+// leader waits until the running members agree on a leader and returns it.
+func (g *group) leader() *member {
+	g.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range g.ms {
+			if m.r != nil && m.r.Leader() == m.id && !g.net.cut[m.id] {
+				return m
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.t.Fatal("no leader elected within 10s")
+	return nil
+}
+
+func testBatch(tag string, n int) []byte {
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{Timestamp: 1, Payload: []byte(fmt.Sprintf("%s-%d", tag, i))}
+	}
+	return record.AppendBatch(nil, 0, recs)
+}
+
+type result struct {
+	first int64
+	err   error
+}
+
+func propose(r *Replica, b []byte, ack AckPoint) chan result {
+	ch := make(chan result, 1)
+	r.Propose([][]byte{b}, ack, func(first int64, err error) { ch <- result{first, err} })
+	return ch
+}
+
+// publish proposes to the current leader, retrying retriable failures, and
+// returns the offset of the first record.
+func (g *group) publish(tag string, n int, ack AckPoint) int64 {
+	g.t.Helper()
+	for attempt := 0; attempt < 50; attempt++ {
+		res := <-propose(g.leader().r, testBatch(tag, n), ack)
+		if res.err == nil {
+			return res.first
+		}
+		if !errors.Is(res.err, ErrNotLeader) && !errors.Is(res.err, ErrOverwritten) {
+			g.t.Fatalf("publish %s: %v", tag, res.err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.t.Fatalf("publish %s: no success after 50 attempts", tag)
+	return 0
+}
+
+// logBytes is the whole partition log of a member.
+func (m *member) logBytes(t *testing.T) []byte {
+	var out []byte
+	for off := int64(0); off < m.log.NextOffset(); {
+		raw, err := m.log.Read(off, 1<<20, m.log.NextOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(raw) > 0 {
+			h, _ := record.ParseBatch(raw)
+			out = append(out, raw[:h.Size()]...)
+			raw, off = raw[h.Size():], h.NextOffset()
+		}
+	}
+	return out
+}
+
+// converged waits until every running member's high watermark is want and
+// their logs are byte-identical.
+func (g *group) converged(want int64) {
+	g.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok := true
+		for _, m := range g.ms {
+			if m.r != nil && m.highWatermark() != want {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, m := range g.ms {
+				if m.r != nil {
+					g.t.Logf("node %d: hw %d", m.id, m.highWatermark())
+				}
+			}
+			g.t.Fatalf("replicas did not reach hw %d", want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var ref []byte
+	for _, m := range g.ms {
+		if m.r == nil {
+			continue
+		}
+		b := m.logBytes(g.t)
+		if ref == nil {
+			ref = b
+		} else if !bytes.Equal(ref, b) {
+			g.t.Fatalf("node %d's log differs from the others (%d vs %d bytes)", m.id, len(b), len(ref))
+		}
+	}
+}
+
+func TestReplicasAgreeAndFailOver(t *testing.T) {
+	g := newGroup(t, 3)
+	var total int64
+	for i := 0; i < 50; i++ {
+		first := g.publish(fmt.Sprint("a", i), 3, AckCommitted)
+		if first != total {
+			t.Fatalf("publish %d got offset %d, want %d", i, first, total)
+		}
+		total += 3
+	}
+	g.converged(total)
+
+	// The leader dies; the others elect a new one and go on.
+	old := g.leader()
+	g.stop(old)
+	for i := 0; i < 20; i++ {
+		g.publish(fmt.Sprint("b", i), 2, AckCommitted)
+		total += 2
+	}
+	g.converged(total)
+
+	// It comes back and catches up to byte-identical.
+	g.start(old)
+	g.publish("c", 1, AckCommitted)
+	total++
+	g.converged(total)
+}
+
+// A leader cut off from its followers persists (so AckPersisted answers)
+// but cannot commit (so AckCommitted does not); the majority elects a new
+// leader, and the cut-off entry is overwritten: its publisher learns it.
+func TestCutOffLeaderCannotCommit(t *testing.T) {
+	g := newGroup(t, 3)
+	g.publish("warm", 1, AckCommitted)
+	g.converged(1)
+	old := g.leader()
+	g.net.setCut(old.id, true)
+
+	persisted := propose(old.r, testBatch("eventual", 1), AckPersisted)
+	committed := propose(old.r, testBatch("consistent", 1), AckCommitted)
+	if res := <-persisted; res.err != nil {
+		t.Fatalf("AckPersisted on the cut-off leader: %v", res.err)
+	}
+	select {
+	case res := <-committed:
+		t.Fatalf("a cut-off leader answered AckCommitted: %+v", res)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The majority side elects a leader and accepts writes.
+	var newLeader *member
+	deadline := time.Now().Add(10 * time.Second)
+	for newLeader == nil && time.Now().Before(deadline) {
+		for _, m := range g.ms {
+			if m != old && m.r.Leader() == m.id {
+				newLeader = m
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if newLeader == nil {
+		t.Fatal("the majority elected no leader")
+	}
+	if res := <-propose(newLeader.r, testBatch("majority", 1), AckCommitted); res.err != nil {
+		t.Fatalf("publish on the new leader: %v", res.err)
+	}
+	// Healing: the old leader's uncommitted entries are replaced.
+	g.net.setCut(old.id, false)
+	select {
+	case res := <-committed:
+		if !errors.Is(res.err, ErrOverwritten) && !errors.Is(res.err, ErrNotLeader) {
+			t.Fatalf("the cut-off consistent publish ended with %v, want overwritten", res.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cut-off consistent publish never ended")
+	}
+	g.converged(2)
+}
