@@ -326,4 +326,3 @@ func (l raftLogger) Fatal(v ...any)                   { panic(fmt.Sprint(v...)) 
 func (l raftLogger) Fatalf(format string, v ...any)   { panic(fmt.Sprintf(format, v...)) }
 func (l raftLogger) Panic(v ...any)                   { panic(fmt.Sprint(v...)) }
 func (l raftLogger) Panicf(format string, v ...any)   { panic(fmt.Sprintf(format, v...)) }
-
