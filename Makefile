@@ -52,7 +52,8 @@ proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative proto/hermes/v1/hermes.proto
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+		proto/hermes/v1/hermes.proto internal/replication/transportpb/transport.proto
 
 clean:
 	rm -rf bin

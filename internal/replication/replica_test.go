@@ -1,9 +1,12 @@
 package replication
 
 import (
+	"net"
+
 	"bytes"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc"
 	"io"
 	"log/slog"
 	"sync"
@@ -64,18 +67,35 @@ type member struct {
 	r    *Replica
 	mu   sync.Mutex
 	hw   int64
+
+	// With the gRPC transport: the node's server, address and transport.
+	addr string
+	srv  *grpc.Server
+	tr   *GRPCTransport
+	host *Host
 }
 
 type group struct {
-	t   *testing.T
-	net *memNet
-	ms  []*member
+	t    *testing.T
+	net  *memNet
+	ms   []*member
+	grpc bool // members talk over GRPCTransport on loopback, not memNet
 }
 
-func newGroup(t *testing.T, n int) *group {
-	g := &group{t: t, net: &memNet{nodes: map[uint64]*Replica{}, cut: map[uint64]bool{}}}
+func newGroup(t *testing.T, n int) *group { return newGroupWith(t, n, false) }
+
+func newGroupWith(t *testing.T, n int, useGRPC bool) *group {
+	g := &group{t: t, grpc: useGRPC, net: &memNet{nodes: map[uint64]*Replica{}, cut: map[uint64]bool{}}}
 	for i := 1; i <= n; i++ {
 		m := &member{id: uint64(i), dir: t.TempDir()}
+		if useGRPC {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.addr = l.Addr().String()
+			l.Close()
+		}
 		var err error
 		if m.meta, err = meta.Open(m.dir, nil); err != nil {
 			t.Fatal(err)
@@ -92,6 +112,27 @@ func newGroup(t *testing.T, n int) *group {
 		}
 	})
 	return g
+}
+
+func (g *group) transport(m *member) Transport {
+	if !g.grpc {
+		return g.net
+	}
+	m.host = NewHost()
+	m.tr = NewGRPCTransport(m.id, m.host.Deliver, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, o := range g.ms {
+		if o != m {
+			m.tr.SetPeer(o.id, o.addr)
+		}
+	}
+	l, err := net.Listen("tcp", m.addr)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	m.srv = grpc.NewServer()
+	m.tr.Register(m.srv)
+	go m.srv.Serve(l)
+	return m.tr
 }
 
 func (g *group) start(m *member) {
@@ -115,11 +156,14 @@ func (g *group) start(m *member) {
 			m.hw = hw
 			m.mu.Unlock()
 		},
-	}, store, g.net)
+	}, store, g.transport(m))
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	g.net.set(m.id, m.r)
+	if m.host != nil {
+		m.host.Add("t/0", m.r)
+	}
 }
 
 func (g *group) stop(m *member) {
@@ -127,6 +171,10 @@ func (g *group) stop(m *member) {
 		return
 	}
 	g.net.set(m.id, nil)
+	if m.srv != nil {
+		m.srv.Stop()
+		m.tr.Close()
+	}
 	m.r.Stop()
 	m.log.Close()
 	m.r = nil
@@ -248,7 +296,13 @@ func (g *group) converged(want int64) {
 }
 
 func TestReplicasAgreeAndFailOver(t *testing.T) {
-	g := newGroup(t, 3)
+	for _, useGRPC := range []bool{false, true} {
+		t.Run(fmt.Sprintf("grpc=%v", useGRPC), func(t *testing.T) { agreeAndFailOver(t, useGRPC) })
+	}
+}
+
+func agreeAndFailOver(t *testing.T, useGRPC bool) {
+	g := newGroupWith(t, 3, useGRPC)
 	var total int64
 	for i := 0; i < 50; i++ {
 		first := g.publish(fmt.Sprint("a", i), 3, AckCommitted)

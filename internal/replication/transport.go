@@ -1,0 +1,183 @@
+package replication
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
+)
+
+// Transport bounds.
+const (
+	// peerQueue is how many envelopes wait for one peer; beyond it new
+	// messages to that peer are dropped (raft sends again: heartbeats,
+	// appends and votes are all retried).
+	peerQueue = 8192
+	// maxBatchEnvelopes bounds one Batch on the wire.
+	maxBatchEnvelopes = 512
+	redialBackoff     = 200 * time.Millisecond
+)
+
+// GRPCTransport carries the Raft messages of every group on this node to
+// the other nodes: one long-lived gRPC stream per peer, each Batch holding
+// the queued messages of all groups for that peer. It implements Transport
+// for Replica, and serves the receiving side (Register).
+type GRPCTransport struct {
+	tpb.UnimplementedRaftTransportServer
+	self uint64
+	log  *slog.Logger
+	// deliver hands a received message to its group (nil group: dropped).
+	deliver func(group string, m *pb.Message)
+
+	mu    sync.Mutex
+	peers map[uint64]*peer
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// peer is the outbound side towards one node.
+type peer struct {
+	id   uint64
+	addr string
+	q    chan *tpb.Envelope
+}
+
+// NewGRPCTransport makes a transport for node self; deliver receives every
+// inbound message (from the gRPC server's goroutines).
+func NewGRPCTransport(self uint64, deliver func(group string, m *pb.Message), log *slog.Logger) *GRPCTransport {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &GRPCTransport{self: self, log: log, deliver: deliver, peers: make(map[uint64]*peer), stop: make(chan struct{})}
+}
+
+// Register serves the transport's receiving side on s.
+func (t *GRPCTransport) Register(s *grpc.Server) { tpb.RegisterRaftTransportServer(s, t) }
+
+// SetPeer adds a peer (or changes its address) and starts its sender.
+func (t *GRPCTransport) SetPeer(id uint64, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.peers[id]; ok && p.addr == addr {
+		return
+	}
+	p := &peer{id: id, addr: addr, q: make(chan *tpb.Envelope, peerQueue)}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.sendLoop(p)
+}
+
+// Send queues msgs for their peers without blocking.
+func (t *GRPCTransport) Send(group string, msgs []*pb.Message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range msgs {
+		p := t.peers[m.GetTo()]
+		if p == nil {
+			continue
+		}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			continue
+		}
+		select {
+		case p.q <- &tpb.Envelope{Group: group, Message: b}:
+		default: // full: dropped, raft retries
+		}
+	}
+}
+
+// Close stops every sender.
+func (t *GRPCTransport) Close() {
+	close(t.stop)
+	t.wg.Wait()
+}
+
+// sendLoop keeps a stream open to the peer and sends what is queued, in
+// batches; it redials after a failure.
+func (t *GRPCTransport) sendLoop(p *peer) {
+	defer t.wg.Done()
+	for {
+		err := t.stream(p)
+		select {
+		case <-t.stop:
+			return
+		case <-time.After(redialBackoff):
+		}
+		if err != nil {
+			t.log.Debug("raft transport: stream to peer failed", "peer", p.id, "addr", p.addr, "err", err)
+		}
+		t.mu.Lock()
+		current := t.peers[p.id] == p
+		t.mu.Unlock()
+		if !current {
+			return
+		}
+	}
+}
+
+func (t *GRPCTransport) stream(p *peer) error {
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := tpb.NewRaftTransportClient(conn).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		var first *tpb.Envelope
+		select {
+		case <-t.stop:
+			s.CloseSend()
+			return nil
+		case first = <-p.q:
+		}
+		batch := &tpb.Batch{From: t.self, Envelopes: []*tpb.Envelope{first}}
+	fill:
+		for len(batch.Envelopes) < maxBatchEnvelopes {
+			select {
+			case e := <-p.q:
+				batch.Envelopes = append(batch.Envelopes, e)
+			default:
+				break fill
+			}
+		}
+		if err := s.Send(batch); err != nil {
+			return err
+		}
+	}
+}
+
+// Stream is the receiving side: it hands every message to its group.
+func (t *GRPCTransport) Stream(s tpb.RaftTransport_StreamServer) error {
+	for {
+		b, err := s.Recv()
+		if err == io.EOF {
+			return s.SendAndClose(&tpb.StreamEnd{})
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range b.Envelopes {
+			m := &pb.Message{}
+			if err := proto.Unmarshal(e.Message, m); err != nil {
+				t.log.Warn("raft transport: bad message", "from", b.From, "group", e.Group, "err", err)
+				continue
+			}
+			t.deliver(e.Group, m)
+		}
+	}
+}
