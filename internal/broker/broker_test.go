@@ -152,6 +152,11 @@ func TestErrorsAreTyped(t *testing.T) {
 			return err
 		}(), ErrOffsetOutOfRange},
 		{"unknown group", func() error { _, err := b.DescribeGroup("g"); return err }(), ErrGroupNotFound},
+		{"too many headers", func() error {
+			r := record.Record{Payload: []byte("x"), Headers: make([]record.Header, record.MaxRecordHeaders+1)}
+			_, err := b.Publish(ctx, &PublishRequest{Topic: "t", Partition: 0, Records: []record.Record{r}})
+			return err
+		}(), ErrInvalidArgument},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, c.want) {

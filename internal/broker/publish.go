@@ -228,6 +228,10 @@ func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, done f
 			done(nil, errorf(ErrMessageTooLarge, "record at index %d is %d bytes; topic %q allows %d", i, size, t.name, limit))
 			return
 		}
+		if n := len(req.Records[i].Headers); n > record.MaxRecordHeaders {
+			done(nil, errorf(ErrInvalidArgument, "record at index %d has %d headers; at most %d are allowed", i, n, record.MaxRecordHeaders))
+			return
+		}
 	}
 	fillRecords(req.Records, time.Now().UnixNano())
 	groups := b.route(t, req)

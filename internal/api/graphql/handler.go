@@ -1,0 +1,84 @@
+package graphql
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/hermes-mq/hermes/internal/broker"
+)
+
+// Endpoint bounds.
+const (
+	// MaxBodyBytes bounds a request body (as the gRPC API bounds a message).
+	MaxBodyBytes = 32 << 20
+	// wsReadLimit bounds one websocket message from the client.
+	wsReadLimit = 1 << 20
+	// wsPingInterval: the server pings every interval and drops a client
+	// that has not answered within two (which ends its subscriptions).
+	wsPingInterval = 15 * time.Second
+	// wsInitTimeout: a websocket must send connection_init within it.
+	wsInitTimeout = 10 * time.Second
+	// queryCacheSize is how many parsed and validated queries are kept.
+	queryCacheSize = 1000
+)
+
+// Register mounts the GraphQL API on mux: /graphql (POST and GET; websocket
+// subscriptions, graphql-transport-ws) and a GraphiQL page at /graphql/ui
+// (it loads GraphiQL from a CDN into the user's browser; the server fetches
+// nothing). It is a server.HTTPAdapter.
+func Register(mux *http.ServeMux, b *broker.Broker, log *slog.Logger) {
+	mux.Handle("/graphql", NewHandler(b, log))
+	mux.Handle("GET /graphql/ui", playground.Handler("Hermes GraphQL", "/graphql"))
+}
+
+// NewHandler returns the /graphql handler over b.
+func NewHandler(b *broker.Broker, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Resolver{b: b, log: log, members: newMembers()}
+	srv := handler.New(NewExecutableSchema(Config{Resolvers: r, Complexity: complexity()}))
+	srv.AddTransport(transport.Websocket{
+		InitFunc: func(ctx context.Context, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+			return context.WithValue(ctx, wsConnKey{}, &wsConn{}), nil, nil
+		},
+		ErrorFunc: func(ctx context.Context, err error) {
+			log.Debug("GraphQL websocket error", "err", err)
+		},
+		InitTimeout:      wsInitTimeout,
+		PingPongInterval: wsPingInterval,
+		PayloadReadLimit: ptr(int64(wsReadLimit)),
+	})
+	srv.AddTransport(getTransport{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](queryCacheSize))
+	srv.SetParserTokenLimit(maxQueryTokens)
+	srv.Use(extension.Introspection{})
+	srv.Use(oneStream{})
+	srv.Use(depthLimit{max: MaxDepth})
+	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
+	srv.AroundOperations(withStreamEnd)
+	srv.AroundResponses(endStream(log))
+	srv.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
+		return presentError(ctx, err, log)
+	})
+	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
+		log.Error("GraphQL resolver panicked", "panic", v, "stack", string(debug.Stack()))
+		return errors.New("internal error")
+	})
+	return guard(srv, log)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,95 @@
+package rest
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestTopicLifecycle(t *testing.T) {
+	e := newDefaultEnv(t)
+	resp := e.do("POST", "/v1/topics", map[string]any{
+		"name": "orders", "partitions": 3, "retention_ms": 3600000, "retention_bytes": 1 << 30,
+		"max_message_bytes": 2048, "default_mode": "eventual", "segment_bytes": 2 << 20,
+	})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Location") != "/v1/topics/orders" {
+		t.Fatalf("create: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	var got topicJSON
+	e.call("GET", "/v1/topics/orders", nil, http.StatusOK, &got)
+	want := topicConfigJSON{Partitions: 3, RetentionMs: 3600000, RetentionBytes: 1 << 30, MaxMessageBytes: 2048, DefaultMode: "eventual", SegmentBytes: 2 << 20}
+	if got.Name != "orders" || got.Config != want || len(got.Partitions) != 3 {
+		t.Fatalf("topic %+v", got)
+	}
+
+	// Defaults, and the offsets and sizes of a partition after a publish.
+	e.createTopic("plain", 0)
+	e.publish("plain", map[string]any{"records": []any{map[string]any{"payload": "a"}, map[string]any{"payload": "b"}}})
+	e.call("GET", "/v1/topics/plain", nil, http.StatusOK, &got)
+	if got.Config.Partitions != 1 || got.Config.DefaultMode != "consistent" || got.Config.MaxMessageBytes != 1<<20 {
+		t.Fatalf("defaults: %+v", got.Config)
+	}
+	if p := got.Partitions[0]; p.StartOffset != 0 || p.EndOffset != 2 || p.SizeBytes == 0 {
+		t.Fatalf("partition after 2 records: %+v", p)
+	}
+
+	var list struct{ Topics []topicJSON }
+	e.call("GET", "/v1/topics", nil, http.StatusOK, &list)
+	if len(list.Topics) != 2 || list.Topics[0].Name != "orders" || list.Topics[1].Name != "plain" {
+		t.Fatalf("list %+v", list)
+	}
+
+	// if_not_exists answers 200 with the topic as it is.
+	e.call("POST", "/v1/topics", map[string]any{"name": "orders", "partitions": 9, "if_not_exists": true}, http.StatusOK, &got)
+	if got.Config.Partitions != 3 {
+		t.Fatalf("if_not_exists changed the topic: %+v", got.Config)
+	}
+	e.wantError("POST", "/v1/topics", map[string]any{"name": "orders"}, http.StatusConflict, "TOPIC_EXISTS")
+
+	e.call("DELETE", "/v1/topics/orders", nil, http.StatusNoContent, nil)
+	e.wantError("GET", "/v1/topics/orders", nil, http.StatusNotFound, "TOPIC_NOT_FOUND")
+	e.wantError("DELETE", "/v1/topics/orders", nil, http.StatusNotFound, "TOPIC_NOT_FOUND")
+	e.call("GET", "/v1/topics", nil, http.StatusOK, &list)
+	if len(list.Topics) != 1 {
+		t.Fatalf("after delete: %+v", list)
+	}
+}
+
+func TestCreateTopicRefusals(t *testing.T) {
+	e := newDefaultEnv(t)
+	cases := []struct {
+		body   any
+		status int
+		code   string
+		msg    string // part of the message
+	}{
+		{map[string]any{"name": "bad name"}, 400, "INVALID_TOPIC_NAME", "allowed are"},
+		{map[string]any{}, 400, "INVALID_TOPIC_NAME", "1 to 249"},
+		{map[string]any{"name": "t", "partitions": -1}, 400, "INVALID_ARGUMENT", `"partitions" must not be negative`},
+		{map[string]any{"name": "t", "partitions": 2000}, 400, "INVALID_ARGUMENT", "partitions must be 1 to 1024"},
+		{map[string]any{"name": "t", "default_mode": "fast"}, 400, "INVALID_ARGUMENT", `"default_mode"`},
+		{map[string]any{"name": "t", "retention_ms": int64(1) << 62}, 400, "INVALID_ARGUMENT", `"retention_ms" must be at most`},
+		{map[string]any{"name": "t", "segment_bytes": 10}, 400, "INVALID_ARGUMENT", "segment bytes"},
+		{map[string]any{"name": "t", "max_message_bytes": 32 << 20}, 400, "INVALID_ARGUMENT", "max message bytes"},
+		{map[string]any{"name": "t", "partitons": 2}, 400, "INVALID_ARGUMENT", `unknown field "partitons"`},
+		{map[string]any{"name": "t", "partitions": "2"}, 400, "INVALID_ARGUMENT", `field "partitions" must be an integer (32-bit), not string`},
+		{map[string]any{"name": "t", "partitions": 1.5}, 400, "INVALID_ARGUMENT", `field "partitions" must be an integer (32-bit), not number 1.5`},
+		{map[string]any{"name": "t", "if_not_exists": "yes"}, 400, "INVALID_ARGUMENT", `field "if_not_exists" must be true or false`},
+		{`{"name": "t",}`, 400, "INVALID_ARGUMENT", "malformed JSON at byte 14"},
+		{`{"name": "t"} {}`, 400, "INVALID_ARGUMENT", "more data follows"},
+		{`{"name": "t"`, 400, "INVALID_ARGUMENT", "ends in the middle"},
+		{``, 400, "INVALID_ARGUMENT", "body is empty"},
+		{`null`, 400, "INVALID_ARGUMENT", "must be a JSON object, not null"},
+		{`[1]`, 400, "INVALID_ARGUMENT", `"(body)" must be an object, not array`},
+		{`{"name": "` + strings.Repeat("x", MaxBody) + `"}`, 413, "MESSAGE_TOO_LARGE", "exceeds 1048576 bytes"},
+	}
+	for _, c := range cases {
+		info, _ := e.wantError("POST", "/v1/topics", c.body, c.status, c.code)
+		if !strings.Contains(info.Message, c.msg) || info.Retriable {
+			t.Errorf("body %.60v: message %q, want it to contain %q (retriable %v)", c.body, info.Message, c.msg, info.Retriable)
+		}
+	}
+	e.wantError("POST", "/v1/topics?dry_run=1", map[string]any{"name": "t"}, 400, "INVALID_ARGUMENT")
+	e.wantError("GET", "/v1/topics/bad%20name", nil, 400, "INVALID_TOPIC_NAME")
+}
