@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +227,72 @@ func dialB(b *testing.B, n *testcluster.Node) (pb.HermesClient, func()) {
 	}
 	b.Cleanup(func() { conn.Close() })
 	return pb.NewHermesClient(conn), func() { conn.Close() }
+}
+
+// BenchmarkPublishProtocols is design document 001's comparison: 60
+// workers each publishing one 100-byte record per call (consistent mode),
+// over gRPC unary, REST and GraphQL, against one node. Issue 4's target:
+// REST and GraphQL within 75% of gRPC.
+func BenchmarkPublishProtocols(b *testing.B) {
+	const workers = 60
+	payload := strings.Repeat("x", 100)
+	for _, proto := range []string{"grpc", "rest", "graphql"} {
+		b.Run(proto, func(b *testing.B) {
+			node, _ := benchNode(b)
+			publish := protocolPublisher(b, node, proto, payload)
+			b.ResetTimer()
+			defer profileServer(b, node, 2*time.Second)()
+			start := time.Now()
+			var wg sync.WaitGroup
+			var next atomic.Int64
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if err := publish(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+		})
+	}
+}
+
+// protocolPublisher returns a function that publishes one record over the
+// given protocol, safe for concurrent use.
+func protocolPublisher(b *testing.B, node *testcluster.Node, proto, payload string) func() error {
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, MaxConnsPerHost: 128}}
+	post := func(path, body string) error {
+		resp, err := httpc.Post("http://"+node.HTTPAddr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || strings.Contains(string(data), `"errors"`) {
+			return fmt.Errorf("%s: HTTP %d: %s", path, resp.StatusCode, data)
+		}
+		return nil
+	}
+	switch proto {
+	case "rest":
+		body := `{"mode":"consistent","records":[{"payload":"` + payload + `"}]}`
+		return func() error { return post("/v1/topics/bench/records", body) }
+	case "graphql":
+		body := `{"query":"mutation { publish(topic: \"bench\", mode: CONSISTENT, record: {payload: \"` + payload + `\"}) { offset } }"}`
+		return func() error { return post("/graphql", body) }
+	}
+	c, _ := dialB(b, node)
+	p0 := int32(0)
+	req := &pb.PublishRequest{Topic: "bench", Partition: &p0, Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT,
+		Records: []*pb.Record{{Payload: []byte(payload)}}}
+	return func() error {
+		_, err := c.Publish(context.Background(), req)
+		return err
+	}
 }

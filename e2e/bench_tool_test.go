@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/bench"
+	"github.com/hermes-mq/hermes/internal/testcluster"
+)
+
+// benchConfig is a short run of the bench engine against node n.
+func benchConfig(n *testcluster.Node, scenario string) bench.Config {
+	c := bench.Defaults()
+	c.Scenario = scenario
+	c.Workers = 2
+	c.Duration = 1500 * time.Millisecond
+	c.GRPCTargets = []string{n.GRPCAddr}
+	c.HTTPTargets = []string{n.HTTPAddr}
+	c.DrainTimeout = time.Minute
+	c.DrainIdle = 10 * time.Second
+	return c
+}
+
+func runBench(t *testing.T, c bench.Config) *bench.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, c)
+	if err != nil {
+		t.Fatalf("bench.Run: %v", err)
+	}
+	return rep
+}
+
+// checkClean asserts a run where nothing failed: every acknowledged record
+// received, none corrupt, leaked or out of order, no error.
+func checkClean(t *testing.T, rep *bench.Report, dupsAllowed bool) {
+	t.Helper()
+	v := rep.Verification
+	if !rep.Passed || v.Lost != 0 || v.Corrupt != 0 || v.Leaks != 0 || v.OutOfOrder != 0 || v.Unattributed != 0 || v.Unresolved != 0 {
+		t.Errorf("verification: passed=%v problems=%v counts=%+v", rep.Passed, rep.Problems, *v)
+	}
+	if rep.Publish.Acked == 0 || rep.Publish.Failed != 0 || v.Received != rep.Publish.Acked {
+		t.Errorf("publish: sent %d acked %d failed %d; received %d", rep.Publish.Sent, rep.Publish.Acked, rep.Publish.Failed, v.Received)
+	}
+	if !dupsAllowed && v.Duplicates != 0 {
+		t.Errorf("%d duplicates", v.Duplicates)
+	}
+	if len(rep.Errors) != 0 {
+		t.Errorf("errors: %v %v", rep.Errors, rep.ErrorSamples)
+	}
+	if rep.Subscribe.DrainOutcome != "complete" {
+		t.Errorf("drain ended %q", rep.Subscribe.DrainOutcome)
+	}
+	if rep.Publish.AckLatency.Count != rep.Publish.Acked || rep.Subscribe.E2ELatency.Count != v.Received {
+		t.Errorf("histograms: ack n=%d, e2e n=%d", rep.Publish.AckLatency.Count, rep.Subscribe.E2ELatency.Count)
+	}
+}
+
+// TestBenchScenarios runs every scenario briefly against a real node;
+// nothing fails, so every counter of trouble must be 0.
+func TestBenchScenarios(t *testing.T) {
+	n := testcluster.StartNode(t)
+	for _, sc := range bench.Scenarios {
+		t.Run(sc, func(t *testing.T) {
+			rep := runBench(t, benchConfig(n, sc))
+			checkClean(t, rep, sc == bench.ScenarioCrash)
+			switch sc {
+			case bench.ScenarioCrash:
+				if len(rep.Events) < 2 || rep.Events[0].What != "subscriber-killed" || rep.Events[1].What != "subscriber-restarted" {
+					t.Errorf("events: %+v", rep.Events)
+				}
+			case bench.ScenarioLate:
+				if rep.Subscribe.LateBacklog == 0 || rep.Subscribe.CatchUpSeconds <= 0 {
+					t.Errorf("late: backlog %d, caught up in %.3fs", rep.Subscribe.LateBacklog, rep.Subscribe.CatchUpSeconds)
+				}
+			case bench.ScenarioDisk:
+				if rep.Subscribe.ReceivedDuringPublish != 0 {
+					t.Errorf("disk: %d received while publishing", rep.Subscribe.ReceivedDuringPublish)
+				}
+			case bench.ScenarioIsolation:
+				if len(rep.Topics) != 2 {
+					t.Errorf("isolation topics: %v", rep.Topics)
+				}
+			}
+		})
+	}
+}
+
+// TestBenchProtocols runs the live scenario over each other protocol: the
+// SDK Producer stream, an open-loop rate, and REST and GraphQL when the
+// node serves them.
+func TestBenchProtocols(t *testing.T) {
+	n := testcluster.StartNode(t)
+	for _, p := range []string{bench.ProtoGRPCStream, bench.ProtoREST, bench.ProtoGraphQL, "all"} {
+		t.Run(p, func(t *testing.T) {
+			c := benchConfig(n, bench.ScenarioLive)
+			c.Protocol, c.Workers, c.Duration = p, 4, time.Second
+			if p == bench.ProtoGRPCStream {
+				c.Rate = 2000 // open loop: 2000 records due, latency from due time
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			rep, err := bench.Run(ctx, c)
+			if errors.Is(err, bench.ErrNotAvailable) {
+				t.Skipf("%s: %v", p, err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, rep, false)
+			if p == bench.ProtoGRPCStream && rep.Publish.Sent != 2000 {
+				t.Errorf("open loop at 2000/s for 1s sent %d records", rep.Publish.Sent)
+			}
+			if p == "all" && len(rep.Protocols) != 4 {
+				t.Errorf("per-protocol figures: %+v", rep.Protocols)
+			}
+		})
+	}
+}
+
+// TestBenchDetectsPlantedFaults plants each fault the verification must
+// see and checks it is counted exactly.
+func TestBenchDetectsPlantedFaults(t *testing.T) {
+	n := testcluster.StartNode(t)
+	t.Run("dropped record is lost", func(t *testing.T) {
+		c := benchConfig(n, bench.ScenarioLive)
+		c.Count, c.Hooks.DropEveryNth, c.DrainIdle = 1000, 50, time.Second
+		rep := runBench(t, c)
+		v := rep.Verification
+		if v.Lost != 20 || rep.Subscribe.DroppedByHook != 20 || rep.Passed {
+			t.Errorf("lost %d, dropped %d, passed %v; want 20, 20, false", v.Lost, rep.Subscribe.DroppedByHook, rep.Passed)
+		}
+		if len(v.LostSample) == 0 {
+			t.Error("no sample of lost records")
+		}
+	})
+	t.Run("flipped byte is corrupt", func(t *testing.T) {
+		c := benchConfig(n, bench.ScenarioLive)
+		c.Count, c.Hooks.CorruptEveryNth = 1000, 100
+		rep := runBench(t, c)
+		v := rep.Verification
+		if v.Corrupt != 10 || v.Lost != 0 || v.Received != 1000 || rep.Passed {
+			t.Errorf("corrupt %d, lost %d, received %d, passed %v; want 10, 0, 1000, false", v.Corrupt, v.Lost, v.Received, rep.Passed)
+		}
+	})
+	t.Run("record on the wrong topic is a leak", func(t *testing.T) {
+		c := benchConfig(n, bench.ScenarioIsolation)
+		c.Count, c.Hooks.MisrouteEveryNth = 1000, 100
+		rep := runBench(t, c)
+		v := rep.Verification
+		if v.Leaks != 10 || v.Lost != 0 || v.Corrupt != 0 || rep.Passed {
+			t.Errorf("leaks %d, lost %d, corrupt %d, passed %v; want 10, 0, 0, false", v.Leaks, v.Lost, v.Corrupt, rep.Passed)
+		}
+	})
+}
+
+// TestBenchCommand runs `hermes bench` itself, with the single-dash flags
+// of the earlier tool, and reads its JSON document.
+func TestBenchCommand(t *testing.T) {
+	n := testcluster.StartNode(t)
+	out := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(testcluster.Binary(t), "bench", "-scenario", "live", "-workers=2", "-duration", "1s",
+		"-mode", "eventual", "-grpc-targets", n.GRPCAddr, "-size=200", "-json", out, "--broker-pids", strconv.Itoa(n.PID()))
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hermes bench: %v\n%s", err, b)
+	}
+	var rep struct {
+		Passed  bool              `json:"passed"`
+		Flags   map[string]string `json:"flags"`
+		Machine struct {
+			CPUModel  string `json:"cpu_model"`
+			Cores     int    `json:"cores"`
+			GoVersion string `json:"go_version"`
+		} `json:"machine"`
+		Publish struct {
+			Acked        int64   `json:"acknowledged"`
+			MsgsPerSec   float64 `json:"msgs_per_s"`
+			PayloadBytes int     `json:"payload_bytes"`
+		} `json:"publish"`
+		Verification struct {
+			Lost int64 `json:"lost"`
+		} `json:"verification"`
+		BrokerCPU struct {
+			Total []struct {
+				Seconds float64 `json:"cpu_seconds"`
+			} `json:"whole_run"`
+		} `json:"broker_cpu"`
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Passed || rep.Publish.Acked == 0 || rep.Publish.MsgsPerSec <= 0 || rep.Publish.PayloadBytes != 200 {
+		t.Errorf("report: %+v", rep)
+	}
+	if rep.Flags["scenario"] != "live" || rep.Flags["mode"] != "eventual" || rep.Flags["workers"] != "2" {
+		t.Errorf("flags: %v", rep.Flags)
+	}
+	if rep.Machine.Cores == 0 || rep.Machine.GoVersion == "" {
+		t.Errorf("machine: %+v", rep.Machine)
+	}
+	if len(rep.BrokerCPU.Total) != 1 || rep.BrokerCPU.Total[0].Seconds <= 0 {
+		t.Errorf("broker cpu: %+v", rep.BrokerCPU)
+	}
+}
+
+// TestBenchKillCommand checks that -kill-cmd runs at -kill-leader-after
+// and is reported (the HA test itself needs a cluster).
+func TestBenchKillCommand(t *testing.T) {
+	n := testcluster.StartNode(t)
+	c := benchConfig(n, bench.ScenarioSlow)
+	c.Duration, c.KillLeaderAfter, c.KillCmd = time.Second, 300*time.Millisecond, "echo leader-killed"
+	rep := runBench(t, c)
+	checkClean(t, rep, false)
+	found := false
+	for _, e := range rep.Events {
+		if e.What == "kill-cmd" && e.At >= 0.3 && e.At < 1 && strings.Contains(e.Detail, "leader-killed") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no kill-cmd event at 0.3s: %+v", rep.Events)
+	}
+}
+
+// TestBenchPeers runs the live scenario against Kafka and NATS when they
+// run locally (scripts/peers/kafka.sh start, scripts/peers/nats.sh start);
+// skipped otherwise.
+func TestBenchPeers(t *testing.T) {
+	for _, target := range []string{"kafka", "nats"} {
+		t.Run(target, func(t *testing.T) {
+			c := bench.Defaults()
+			c.Target, c.Workers, c.Duration, c.DrainTimeout = target, 2, time.Second, time.Minute
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			tg, err := bench.OpenTarget(ctx, &c)
+			cancel()
+			if err != nil {
+				t.Skipf("%s not running locally: %v", target, err)
+			}
+			tg.Close()
+			for _, p := range []string{bench.ProtoGRPC, bench.ProtoGRPCStream} {
+				c.Protocol = p
+				checkClean(t, runBench(t, c), false)
+			}
+		})
+	}
+}

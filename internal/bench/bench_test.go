@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestPacerDueTimes(t *testing.T) {
+	start := time.Unix(100, 0)
+	// 1000 records/s over 4 workers: record i is due at start + i ms, and
+	// worker w sends records w, w+4, ...
+	p := pacer{start: start, rate: 1000, workers: 4, worker: 1}
+	for j, want := range []time.Duration{1, 5, 9, 4001} {
+		jj := []uint64{0, 1, 2, 1000}[j]
+		if got := p.due(jj).Sub(start); got != want*time.Millisecond {
+			t.Errorf("due(%d) = %v, want %v", jj, got, want*time.Millisecond)
+		}
+	}
+}
+
+func TestPacerWaitsUntilDueAndNeverSkips(t *testing.T) {
+	start := time.Now()
+	p := pacer{start: start, rate: 100, workers: 1}
+	tm := time.NewTimer(time.Hour)
+	tm.Stop()
+	due, err := p.wait(context.Background(), tm, 5) // due at +50 ms
+	if err != nil || due != start.Add(50*time.Millisecond) || time.Now().Before(due) {
+		t.Fatalf("wait = %v, %v at %v", due.Sub(start), err, time.Since(start))
+	}
+	// A record already late is due at once, and keeps its due time: the
+	// lateness shows as latency.
+	p.start = start.Add(-time.Second)
+	due, err = p.wait(context.Background(), tm, 1)
+	if err != nil || due != p.start.Add(10*time.Millisecond) {
+		t.Fatalf("late wait = %v, %v", due, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.start = time.Now().Add(time.Hour)
+	if _, err := p.wait(ctx, tm, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+}
+
+func TestQuotaSplitsCount(t *testing.T) {
+	var sum int64
+	for w := range 7 {
+		q := quota(100, 7, w)
+		if q != 14 && q != 15 {
+			t.Errorf("quota(100, 7, %d) = %d", w, q)
+		}
+		sum += q
+	}
+	if sum != 100 {
+		t.Errorf("quotas sum to %d", sum)
+	}
+}
+
+func TestPayloadRoundTripAndDamage(t *testing.T) {
+	h := header{Topic: 1, Stream: 7, Seq: 123456, Time: 42, ID: [16]byte{1, 2, 3}}
+	for _, size := range []int{1, HeaderSize, 100, 100 << 10} {
+		p := encodePayload(nil, size, h)
+		if len(p) != max(size, HeaderSize) {
+			t.Fatalf("size %d: len %d", size, len(p))
+		}
+		got, err := decodePayload(p)
+		if err != nil || got != h {
+			t.Fatalf("size %d: %+v, %v", size, got, err)
+		}
+		for _, i := range []int{0, 5, crcOffset, len(p) - 1} {
+			q := append([]byte(nil), p...)
+			q[i] ^= 0x01
+			if _, err := decodePayload(q); err == nil {
+				t.Errorf("size %d: flipping byte %d went unnoticed", size, i)
+			}
+		}
+		if _, err := decodePayload(p[:len(p)-1]); err == nil {
+			t.Errorf("size %d: truncation went unnoticed", size)
+		}
+	}
+	if _, err := decodePayload([]byte("hello, not a bench record, long enough to have a header ....")); !errors.Is(err, errNotBench) {
+		t.Errorf("foreign payload: %v", err)
+	}
+}
+
+func delivery(topic uint8, stream uint32, seq uint64, partition int32, offset int64) *Delivery {
+	id := [16]byte{byte(stream), byte(seq)}
+	return &Delivery{ID: id, HasID: true, Partition: partition, Offset: offset,
+		Payload: encodePayload(nil, 64, header{Topic: topic, Stream: stream, Seq: seq, ID: id})}
+}
+
+// TestVerifierBooks walks the verifier through every outcome a record can
+// have and checks each counter.
+func TestVerifierBooks(t *testing.T) {
+	v := NewVerifier(2)
+	for seq := range uint64(6) {
+		v.Sent(0, seq)
+	}
+	v.Sent(1, 0)
+	// Stream 0: 0..3 acked; 4 failed; 5 never answered. Stream 1: 0 acked.
+	for seq := range uint64(4) {
+		v.Acked(0, seq)
+	}
+	v.Failed(0, 4)
+	// Record 1/0 is delivered before its ack is seen.
+	if _, first := v.Deliver(0, delivery(0, 1, 0, 0, 0)); !first {
+		t.Fatal("first delivery not first")
+	}
+	if v.Outstanding() != 4 {
+		t.Fatalf("outstanding %d before the late ack", v.Outstanding())
+	}
+	v.Acked(1, 0)
+	v.Deliver(0, delivery(0, 0, 0, 0, 1))
+	v.Deliver(0, delivery(0, 0, 0, 0, 1)) // duplicate
+	v.Deliver(0, delivery(0, 0, 2, 0, 3))
+	v.Deliver(0, delivery(0, 0, 1, 0, 2)) // seq and offset below what was seen
+	v.Deliver(1, delivery(0, 0, 4, 1, 0)) // topic 0's record at topic 1: leak; failed publish, stored anyway
+	bad := delivery(0, 0, 5, 0, 9)
+	bad.Payload[len(bad.Payload)-1] ^= 0xff
+	v.Deliver(0, bad)                                   // corrupt, but attributable
+	other := delivery(0, 0, 5, 0, 10)                   // id reported by the broker differs from the payload's
+	other.ID[15] = 0xee                                 //
+	v.Deliver(0, other)                                 // duplicate of 0/5 and an id mismatch
+	v.Deliver(0, &Delivery{Payload: []byte("foreign")}) // not a bench record
+	v.Deliver(0, delivery(0, 9, 0, 0, 11))              // stream unknown
+	c := v.Counts()
+	want := Counts{
+		Sent: 7, Acked: 5, Failed: 1, Unresolved: 1, Deliveries: 10, Received: 6, Lost: 1,
+		Duplicates: 2, Corrupt: 3, IDMismatch: 1, Unattributed: 2, OutOfOrder: 1, Leaks: 1, ReceivedUnacked: 2,
+	}
+	c.ReceivedBytes, c.LostSample = 0, nil
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("counts\n got %+v\nwant %+v", c, want)
+	}
+	if lost := v.Counts().LostSample; len(lost) != 1 || lost[0] != (Lost{0, 3}) {
+		t.Errorf("lost sample %+v, want stream 0 seq 3", lost)
+	}
+	if v.Outstanding() != 1 {
+		t.Errorf("outstanding %d, want 1 (0/3)", v.Outstanding())
+	}
+}
+
+func TestHistSummary(t *testing.T) {
+	h := NewHist()
+	if s := h.Summary(); s.Count != 0 || s.Max != 0 {
+		t.Fatalf("empty: %+v", s)
+	}
+	for i := 1; i <= 1000; i++ {
+		h.Record(time.Duration(i) * time.Millisecond / 10) // 0.1 .. 100 ms
+	}
+	h.Record(-time.Second) // counts as 0
+	o := NewHist()
+	o.Record(2 * time.Second)
+	h.Merge(o)
+	s := h.Summary()
+	near := func(got, want float64) bool { return got >= want*0.99 && got <= want*1.01 }
+	if s.Count != 1002 || !near(s.P50, 50) || !near(s.P90, 90) || !near(s.P99, 99) || !near(s.Max, 2000) {
+		t.Errorf("summary %+v", s)
+	}
+	if s.P999 < s.P99 || s.P999 > s.Max {
+		t.Errorf("p99.9 %v outside [p99, max]", s.P999)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := Defaults()
+	if err := c.Validate(); err != nil || c.SubTarget != "127.0.0.1:50051" {
+		t.Fatalf("defaults: %v, sub %q", err, c.SubTarget)
+	}
+	for name, mut := range map[string]func(*Config){
+		"scenario":    func(c *Config) { c.Scenario = "x" },
+		"kill":        func(c *Config) { c.KillLeaderAfter = time.Second },
+		"performance": func(c *Config) { c.Mode, c.Scenario = "performance", ScenarioDisk },
+		"protocol":    func(c *Config) { c.Target, c.Protocol = "kafka", ProtoREST },
+		"misroute":    func(c *Config) { c.Hooks.MisrouteEveryNth = 3 },
+		"no length":   func(c *Config) { c.Duration, c.Count = 0, 0 },
+	} {
+		c := Defaults()
+		mut(&c)
+		if c.Validate() == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Scenarios.
+const (
+	ScenarioLive      = "live"      // subscriber connected before publishing, reads the tail
+	ScenarioSlow      = "slow"      // group subscriber delayed per record while publishing
+	ScenarioCrash     = "crash"     // group subscriber killed at half time, a new one 2 s later
+	ScenarioIsolation = "isolation" // topics A and B at once, one subscriber each
+	ScenarioDisk      = "disk"      // subscriber starts after publishing, from the beginning
+	ScenarioLate      = "late"      // replaying subscriber joins at half time
+)
+
+// Scenarios lists every scenario.
+var Scenarios = []string{ScenarioLive, ScenarioSlow, ScenarioCrash, ScenarioIsolation, ScenarioDisk, ScenarioLate}
+
+// Targets lists the brokers the tool drives.
+var Targets = []string{"hermes", "kafka", "nats"}
+
+// Config is one run. The zero value is not valid; start from Defaults.
+type Config struct {
+	Target   string        `json:"target"`
+	Scenario string        `json:"scenario"`
+	Workers  int           `json:"workers"`
+	Duration time.Duration `json:"duration"`
+	// Count, when above 0, publishes exactly that many records in total
+	// instead of publishing for Duration.
+	Count int64  `json:"count"`
+	Mode  string `json:"mode"`
+	// Protocol is grpc, grpc-stream, rest, graphql or all (Hermes); for
+	// Kafka and NATS, grpc means synchronous publishes (one record at a
+	// time per worker) and grpc-stream asynchronous pipelined ones.
+	Protocol string `json:"protocol"`
+	// Rate is the total target records/s (open loop); 0: as fast as the
+	// workers go (closed loop).
+	Rate       float64 `json:"rate"`
+	Size       int     `json:"size"`
+	Partitions int     `json:"partitions"`
+	// Replicas is the replication factor of Kafka topics and NATS
+	// streams (Hermes: the cluster decides).
+	Replicas     int      `json:"replicas"`
+	GRPCTargets  []string `json:"grpc_targets"`
+	HTTPTargets  []string `json:"http_targets"`
+	SubTarget    string   `json:"sub_target"`
+	KafkaBrokers []string `json:"kafka_brokers"`
+	NATSURL      string   `json:"nats_url"`
+	// Topic is the prefix of the run's topic names ("": bench-<scenario>-<time>).
+	Topic           string        `json:"topic"`
+	KillLeaderAfter time.Duration `json:"kill_leader_after"`
+	KillCmd         string        `json:"kill_cmd"`
+	Verify          bool          `json:"verify"`
+	SlowDelay       time.Duration `json:"slow_delay"`
+	// DrainTimeout bounds the wait, after publishing, for the subscribers
+	// to receive every acknowledged record; DrainIdle ends it earlier when
+	// nothing arrived for that long.
+	DrainTimeout time.Duration `json:"drain_timeout"`
+	DrainIdle    time.Duration `json:"drain_idle"`
+	// Linger is the producers' linger (Hermes grpc-stream, Kafka).
+	Linger     time.Duration `json:"linger"`
+	BrokerPIDs []int         `json:"broker_pids"`
+	KeepTopics bool          `json:"keep_topics"`
+
+	// Progress receives the once-a-second progress line (nil: none);
+	// ProgressTTY makes it one line rewritten with a carriage return.
+	Progress    io.Writer `json:"-"`
+	ProgressTTY bool      `json:"-"`
+	// Hooks plant faults, for the tool's own tests.
+	Hooks Hooks `json:"-"`
+}
+
+// Hooks plant faults so that tests can check that the verification sees
+// them. Zero values plant nothing; none is reachable from the command line.
+type Hooks struct {
+	// DropEveryNth makes each subscriber ignore every Nth record it
+	// receives, as if it had never arrived: they must show as lost.
+	DropEveryNth int64
+	// CorruptEveryNth flips a payload byte after the checksum was
+	// computed in every Nth record a worker sends: they must show as
+	// corrupt.
+	CorruptEveryNth int64
+	// MisrouteEveryNth (isolation only) publishes every Nth record of a
+	// worker to the other topic: they must show as leaks.
+	MisrouteEveryNth int64
+}
+
+// Defaults returns the defaults of the command's flags.
+func Defaults() Config {
+	return Config{
+		Target: "hermes", Scenario: ScenarioLive, Workers: 60, Duration: 30 * time.Second,
+		Mode: "consistent", Protocol: ProtoGRPC, Size: 100, Partitions: 1, Replicas: 1,
+		GRPCTargets: []string{"127.0.0.1:50051"}, HTTPTargets: []string{"127.0.0.1:8080"},
+		KafkaBrokers: []string{"127.0.0.1:9092"}, NATSURL: "nats://127.0.0.1:4222",
+		Verify: true, SlowDelay: 2 * time.Millisecond, DrainTimeout: 2 * time.Minute, DrainIdle: 15 * time.Second,
+	}
+}
+
+// Validate checks c and fills what derives from other fields.
+func (c *Config) Validate() error {
+	switch {
+	case !slices.Contains(Targets, c.Target):
+		return fmt.Errorf("target %q: want one of %v", c.Target, Targets)
+	case !slices.Contains(Scenarios, c.Scenario):
+		return fmt.Errorf("scenario %q: want one of %v", c.Scenario, Scenarios)
+	case c.Workers < 1:
+		return fmt.Errorf("workers must be at least 1, got %d", c.Workers)
+	case c.Count < 0 || (c.Count == 0 && c.Duration <= 0):
+		return fmt.Errorf("give a positive -duration or -count")
+	case c.Rate < 0:
+		return fmt.Errorf("rate must not be negative")
+	case c.Size < 1 || c.Size > 64<<20:
+		return fmt.Errorf("size %d out of range", c.Size)
+	case c.Partitions < 1:
+		return fmt.Errorf("partitions must be at least 1")
+	case !slices.Contains([]string{"consistent", "eventual", "performance"}, c.Mode):
+		return fmt.Errorf("mode %q: want consistent, eventual or performance", c.Mode)
+	case c.KillLeaderAfter > 0 && c.KillCmd == "":
+		return fmt.Errorf("-kill-leader-after needs -kill-cmd")
+	case c.Hooks.MisrouteEveryNth > 0 && c.Scenario != ScenarioIsolation:
+		return fmt.Errorf("misrouting is planted only in the isolation scenario")
+	}
+	if c.Mode == "performance" && c.Verify && c.Scenario != ScenarioLive && c.Scenario != ScenarioIsolation {
+		return fmt.Errorf("scenario %s reads stored records; performance-mode records are never stored: use live or isolation, or -verify=false", c.Scenario)
+	}
+	if _, err := c.protocols(); err != nil {
+		return err
+	}
+	if c.Target == "hermes" && len(c.GRPCTargets) == 0 {
+		return fmt.Errorf("-grpc-targets is empty")
+	}
+	if c.SubTarget == "" && len(c.GRPCTargets) > 0 {
+		c.SubTarget = c.GRPCTargets[0]
+	}
+	if c.DrainIdle <= 0 {
+		c.DrainIdle = c.DrainTimeout
+	}
+	return nil
+}
+
+// protocols returns the protocols the workers use, worker w the
+// (w mod n)-th.
+func (c *Config) protocols() ([]string, error) {
+	if c.Target != "hermes" {
+		switch c.Protocol {
+		case ProtoGRPC, ProtoGRPCStream:
+			return []string{c.Protocol}, nil
+		}
+		return nil, fmt.Errorf("protocol %q: %s takes grpc (synchronous publishes) or grpc-stream (asynchronous)", c.Protocol, c.Target)
+	}
+	switch c.Protocol {
+	case ProtoGRPC, ProtoGRPCStream, ProtoREST, ProtoGraphQL:
+		return []string{c.Protocol}, nil
+	case "all":
+		return []string{ProtoGRPC, ProtoGRPCStream, ProtoREST, ProtoGraphQL}, nil
+	}
+	return nil, fmt.Errorf("protocol %q: want grpc, grpc-stream, rest, graphql or all", c.Protocol)
+}
+
+// topicNames returns the run's topics: two for isolation, else one.
+func (c *Config) topicNames(now time.Time) []string {
+	base := c.Topic
+	if base == "" {
+		base = fmt.Sprintf("bench-%s-%s", c.Scenario, now.Format("20060102-150405.000"))
+	}
+	if c.Scenario == ScenarioIsolation {
+		return []string{base + "-a", base + "-b"}
+	}
+	return []string{base}
+}

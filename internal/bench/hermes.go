@@ -1,0 +1,253 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hermes-mq/hermes/pkg/client"
+)
+
+// Protocols of the Hermes target.
+const (
+	ProtoGRPC       = "grpc"        // one unary Publish per record
+	ProtoGRPCStream = "grpc-stream" // the SDK Producer over PublishStream
+	ProtoREST       = "rest"        // POST /v1/topics/{topic}/records
+	ProtoGraphQL    = "graphql"     // mutation publishBatch at /graphql
+)
+
+// hermes is the Hermes target: publishers spread over the gRPC (or HTTP)
+// addresses, worker w on address w mod n; subscribers on the sub address.
+// Any node of a cluster accepts any request, so every scenario runs the
+// same against one node or several.
+type hermes struct {
+	cfg     *Config
+	mode    client.Mode
+	clients []*client.Client // one per gRPC address, shared by its workers
+	http    *httpPublishers  // nil until a REST or GraphQL publisher is made
+}
+
+func openHermes(ctx context.Context, cfg *Config) (*hermes, error) {
+	mode, err := client.ParseMode(cfg.Mode)
+	if err != nil {
+		return nil, err
+	}
+	h := &hermes{cfg: cfg, mode: mode}
+	for _, addr := range cfg.GRPCTargets {
+		c, err := client.Dial(ctx, addr)
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
+		}
+		h.clients = append(h.clients, c)
+	}
+	return h, nil
+}
+
+func (h *hermes) Name() string { return "hermes" }
+
+func (h *hermes) Durability() string {
+	switch h.mode {
+	case client.ModePerformance:
+		return "performance: acknowledged once in the leader's memory ring; never written to disk"
+	case client.ModeEventual:
+		return "eventual: acknowledged after the leader's fsync (group commit); replication follows asynchronously"
+	}
+	return "consistent: acknowledged after the fsync (group commit), on a cluster by a quorum each fsynced"
+}
+
+func (h *hermes) CreateTopics(ctx context.Context, names []string, partitions int) error {
+	for _, n := range names {
+		if _, err := h.clients[0].CreateTopic(ctx, n, client.WithPartitionCount(int32(partitions))); err != nil {
+			return fmt.Errorf("create topic %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func (h *hermes) DeleteTopics(ctx context.Context, names []string) error {
+	var errs []error
+	for _, n := range names {
+		if err := h.clients[0].DeleteTopic(ctx, n); err != nil {
+			errs = append(errs, fmt.Errorf("delete topic %s: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h *hermes) NewPublisher(ctx context.Context, topic string, worker int, proto string) (Publisher, error) {
+	c := h.clients[worker%len(h.clients)]
+	switch proto {
+	case ProtoGRPC:
+		return &unaryPublisher{c: c, topic: topic, opts: []client.PublishOption{client.WithMode(h.mode)}}, nil
+	case ProtoGRPCStream:
+		p, err := c.NewProducer(ctx, topic, client.WithMode(h.mode), client.WithLinger(h.cfg.Linger))
+		if err != nil {
+			return nil, err
+		}
+		return newStreamPublisher(p), nil
+	case ProtoREST, ProtoGraphQL:
+		if h.http == nil {
+			h.http = newHTTPPublishers(h.cfg)
+		}
+		return h.http.publisher(ctx, topic, worker, proto)
+	}
+	return nil, fmt.Errorf("protocol %q: %w", proto, ErrNotAvailable)
+}
+
+func (h *hermes) Subscribe(ctx context.Context, topic string, o SubOptions) (Subscription, error) {
+	// Each subscription has its own connection, so that Abort can drop it
+	// as a crashed process would.
+	c, err := client.Dial(ctx, h.cfg.SubTarget)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", h.cfg.SubTarget, err)
+	}
+	opts := []client.SubscribeOption{client.FromLatest(), client.WithAckMode(client.AckManual)}
+	if o.FromBeginning {
+		opts = append(opts, client.FromBeginning())
+	}
+	if o.Group != "" {
+		opts = append(opts, client.WithGroup(o.Group), client.WithClientID("hermes-bench"))
+	}
+	if o.Performance {
+		opts = append(opts, client.WithPerformanceRecords())
+	}
+	cs, err := c.Subscribe(ctx, topic, opts...)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &hermesSub{c: c, cs: cs, group: o.Group != ""}, nil
+}
+
+func (h *hermes) ErrorKind(err error) string {
+	var e *client.Error
+	switch {
+	case errors.As(err, &e):
+		return e.Code.String()
+	case errors.Is(err, client.ErrClosed):
+		return "CLOSED"
+	}
+	var he *httpError
+	if errors.As(err, &he) {
+		return he.Code
+	}
+	return ""
+}
+
+func (h *hermes) Close() error {
+	for _, c := range h.clients {
+		c.Close()
+	}
+	if h.http != nil {
+		h.http.close()
+	}
+	return nil
+}
+
+// unaryPublisher sends one unary Publish per record and waits for it.
+type unaryPublisher struct {
+	c     *client.Client
+	topic string
+	opts  []client.PublishOption
+	msg   [1]*client.Message
+}
+
+func (p *unaryPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
+	p.msg[0] = &client.Message{ID: id, Payload: payload}
+	_, err := p.c.Publish(ctx, p.topic, p.msg[:], p.opts...)
+	done(err)
+}
+
+func (p *unaryPublisher) Close(context.Context) error { return nil }
+
+// streamPublisher publishes through an SDK Producer (batched, pipelined
+// over one PublishStream) and reports each Future, in publish order, from
+// one waiter goroutine.
+type streamPublisher struct {
+	p       *client.Producer
+	pending chan pendingFuture
+	waited  chan struct{}
+}
+
+type pendingFuture struct {
+	f    *client.Future
+	done func(error)
+}
+
+// maxPendingFutures bounds the futures queued for the waiter; the
+// Producer's own buffer bound (32 MiB) usually blocks Publish first.
+const maxPendingFutures = 1 << 16
+
+func newStreamPublisher(p *client.Producer) *streamPublisher {
+	sp := &streamPublisher{p: p, pending: make(chan pendingFuture, maxPendingFutures), waited: make(chan struct{})}
+	go sp.wait()
+	return sp
+}
+
+func (sp *streamPublisher) wait() {
+	defer close(sp.waited)
+	for pf := range sp.pending {
+		<-pf.f.Done()
+		_, err := pf.f.Result()
+		pf.done(err)
+	}
+}
+
+func (sp *streamPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
+	f := sp.p.Publish(ctx, &client.Message{ID: id, Payload: payload})
+	sp.pending <- pendingFuture{f, done}
+}
+
+func (sp *streamPublisher) Close(ctx context.Context) error {
+	err := sp.p.Close(ctx) // flushes; futures left fail with ErrClosed
+	close(sp.pending)
+	select {
+	case <-sp.waited:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
+
+// hermesSub is a Hermes subscription on its own connection.
+type hermesSub struct {
+	c     *client.Client
+	cs    *client.Consumer
+	group bool
+}
+
+func (s *hermesSub) Next(ctx context.Context) (*Delivery, error) {
+	m, err := s.cs.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Delivery{ID: m.ID, HasID: true, Partition: m.Partition, Offset: m.Offset, Payload: m.Payload}, nil
+}
+
+func (s *hermesSub) Commit(ctx context.Context) error {
+	if !s.group {
+		return nil
+	}
+	return s.cs.Commit(ctx)
+}
+
+func (s *hermesSub) Close() error {
+	err := s.cs.Close() // AckManual: Close commits nothing itself
+	s.c.Close()
+	return err
+}
+
+// Abort drops the connection first, as a killed process would, so the
+// broker sees the stream break; the Consumer is then closed (its calls
+// fail at once) in the background, bounded by the SDK's close timeout.
+func (s *hermesSub) Abort() {
+	s.c.Close()
+	go s.cs.Close()
+}
+
+func (s *hermesSub) Missed() int64 { return s.cs.Missed() }
+
+// closeTimeout bounds the end of publishers and subscriptions.
+const closeTimeout = 30 * time.Second
