@@ -39,6 +39,7 @@ bench:
 	$(GO) test -run '^$$' -bench PublishAckRoundTrip -benchtime 3000x ./e2e/
 	$(GO) test -run '^$$' -bench PublishStream -benchtime 1000000x ./e2e/
 	$(GO) test -run '^$$' -bench EndToEndLatency -benchtime 1x -count 3 ./e2e/
+	$(GO) test -run '^$$' -bench PublishProtocols -benchtime 30000x ./e2e/
 
 # Run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
@@ -46,6 +47,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateBatch$$' -fuzztime $(FUZZTIME) ./pkg/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./pkg/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/client/
+	$(GO) test -run '^$$' -fuzz '^FuzzPublishBody$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
+	$(GO) test -run '^$$' -fuzz '^FuzzCreateTopicBody$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
+	$(GO) test -run '^$$' -fuzz '^FuzzPublishInput$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
+	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
 
 # Regenerate the committed protobuf code (needs protoc; installs the Go plugins).
 proto:
