@@ -58,7 +58,8 @@ proto:
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
-		proto/hermes/v1/hermes.proto internal/replication/transportpb/transport.proto
+		proto/hermes/v1/hermes.proto internal/replication/transportpb/transport.proto \
+		internal/cluster/clusterpb/cluster.proto
 
 clean:
 	rm -rf bin

@@ -1,0 +1,218 @@
+// Package cluster holds the cluster's metadata: the nodes, the topics and
+// the replicas of every partition. Metadata is a deterministic state
+// machine: every node applies the same commands, in the order of the
+// metadata Raft group's log, and reaches the same state. It does no I/O and
+// reads no clock.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
+)
+
+// Errors a command can end with (the results of Apply).
+var (
+	ErrTopicExists   = errors.New("cluster: topic already exists")
+	ErrTopicNotFound = errors.New("cluster: topic not found")
+	ErrNoNodes       = errors.New("cluster: not enough nodes for the replication factor")
+	ErrBadCommand    = errors.New("cluster: malformed command")
+)
+
+// Topic is a topic as the cluster knows it.
+type Topic struct {
+	Name   string
+	Config *pb.TopicConfig
+	// Replicas[p] are the voters of partition p; Replicas[p][0] is its
+	// preferred leader.
+	Replicas [][]uint64
+}
+
+// Node is a member of the cluster.
+type Node struct {
+	ID                           uint64
+	RaftAddr, GRPCAddr, HTTPAddr string
+}
+
+// Metadata is the state of the cluster. Not safe for concurrent use: the
+// metadata group's apply loop owns it; readers get copies (Topics, Nodes).
+type Metadata struct {
+	topics map[string]*Topic
+	nodes  map[uint64]*Node
+	// Applied is the index of the last command applied.
+	Applied uint64
+}
+
+// NewMetadata returns an empty state.
+func NewMetadata() *Metadata {
+	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*Node)}
+}
+
+// Change is what one applied command changed, for the node to act on
+// (open or close partition replicas).
+type Change struct {
+	Created *Topic
+	Deleted *Topic
+	Node    *Node
+}
+
+// Apply applies the command at log index index and returns what changed,
+// or the command's failure (ErrTopicExists, ErrTopicNotFound, ErrNoNodes,
+// ErrBadCommand): a failed command changes nothing, on every node alike.
+//
+// REQUIRES: index > m.Applied (commands are applied once, in order).
+func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
+	if index <= m.Applied {
+		panic(fmt.Sprintf("cluster: apply of index %d after %d", index, m.Applied))
+	}
+	m.Applied = index
+	switch k := cmd.Kind.(type) {
+	case *pb.Command_CreateTopic:
+		return m.createTopic(k.CreateTopic)
+	case *pb.Command_DeleteTopic:
+		t, ok := m.topics[k.DeleteTopic.GetName()]
+		if !ok {
+			return Change{}, fmt.Errorf("%w: %q", ErrTopicNotFound, k.DeleteTopic.GetName())
+		}
+		delete(m.topics, t.Name)
+		return Change{Deleted: t}, nil
+	case *pb.Command_RegisterNode:
+		n := &Node{ID: k.RegisterNode.GetId(), RaftAddr: k.RegisterNode.GetRaftAddr(),
+			GRPCAddr: k.RegisterNode.GetGrpcAddr(), HTTPAddr: k.RegisterNode.GetHttpAddr()}
+		if n.ID == 0 {
+			return Change{}, fmt.Errorf("%w: node id 0", ErrBadCommand)
+		}
+		m.nodes[n.ID] = n
+		return Change{Node: n}, nil
+	}
+	return Change{}, fmt.Errorf("%w: no command", ErrBadCommand)
+}
+
+func (m *Metadata) createTopic(c *pb.CreateTopic) (Change, error) {
+	name, cfg := c.GetName(), c.GetConfig()
+	if name == "" || cfg.GetPartitions() <= 0 || cfg.GetReplicationFactor() <= 0 {
+		return Change{}, fmt.Errorf("%w: topic %q with %d partitions, replication factor %d",
+			ErrBadCommand, name, cfg.GetPartitions(), cfg.GetReplicationFactor())
+	}
+	if _, ok := m.topics[name]; ok {
+		return Change{}, fmt.Errorf("%w: %q", ErrTopicExists, name)
+	}
+	nodes := m.nodeIDs()
+	rf := int(cfg.GetReplicationFactor())
+	if rf > len(nodes) {
+		return Change{}, fmt.Errorf("%w: %d replicas asked, %d nodes", ErrNoNodes, rf, len(nodes))
+	}
+	t := &Topic{Name: name, Config: proto.Clone(cfg).(*pb.TopicConfig), Replicas: Place(name, int(cfg.GetPartitions()), rf, nodes)}
+	m.topics[name] = t
+	return Change{Created: t}, nil
+}
+
+// Place chooses the replicas of each partition of a topic: rf consecutive
+// nodes of the sorted node list, starting at an offset derived from the
+// topic's name and moving by one per partition, so the preferred leaders
+// (the first replica) of a topic's partitions spread over the nodes and
+// different topics start at different nodes. Deterministic.
+//
+// REQUIRES: 0 < rf <= len(nodes), nodes sorted without duplicates.
+func Place(topic string, partitions, rf int, nodes []uint64) [][]uint64 {
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	start := int(h.Sum32() % uint32(len(nodes)))
+	out := make([][]uint64, partitions)
+	for p := range out {
+		for r := 0; r < rf; r++ {
+			out[p] = append(out[p], nodes[(start+p+r)%len(nodes)])
+		}
+	}
+	return out
+}
+
+func (m *Metadata) nodeIDs() []uint64 {
+	ids := make([]uint64, 0, len(m.nodes))
+	for id := range m.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Topic returns a copy of a topic, or false.
+func (m *Metadata) Topic(name string) (*Topic, bool) {
+	t, ok := m.topics[name]
+	if !ok {
+		return nil, false
+	}
+	return t.clone(), true
+}
+
+// Topics returns copies of every topic, sorted by name.
+func (m *Metadata) Topics() []*Topic {
+	out := make([]*Topic, 0, len(m.topics))
+	for _, t := range m.topics {
+		out = append(out, t.clone())
+	}
+	slices.SortFunc(out, func(a, b *Topic) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Nodes returns copies of every node, sorted by id.
+func (m *Metadata) Nodes() []Node {
+	out := make([]Node, 0, len(m.nodes))
+	for _, id := range m.nodeIDs() {
+		out = append(out, *m.nodes[id])
+	}
+	return out
+}
+
+func (t *Topic) clone() *Topic {
+	c := &Topic{Name: t.Name, Config: proto.Clone(t.Config).(*pb.TopicConfig), Replicas: make([][]uint64, len(t.Replicas))}
+	for i, r := range t.Replicas {
+		c.Replicas[i] = slices.Clone(r)
+	}
+	return c
+}
+
+// Snapshot returns the whole state as a message.
+func (m *Metadata) Snapshot() *pb.Snapshot {
+	s := &pb.Snapshot{}
+	for _, n := range m.Nodes() {
+		s.Nodes = append(s.Nodes, &pb.RegisterNode{Id: n.ID, RaftAddr: n.RaftAddr, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr})
+	}
+	for _, t := range m.Topics() {
+		ts := &pb.TopicState{Name: t.Name, Config: t.Config}
+		for _, r := range t.Replicas {
+			ts.Partitions = append(ts.Partitions, &pb.PartitionState{Replicas: r})
+		}
+		s.Topics = append(s.Topics, ts)
+	}
+	return s
+}
+
+// Restore replaces the state with a snapshot taken at index.
+func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
+	*m = *NewMetadata()
+	m.Applied = index
+	for _, n := range s.GetNodes() {
+		m.nodes[n.GetId()] = &Node{ID: n.GetId(), RaftAddr: n.GetRaftAddr(), GRPCAddr: n.GetGrpcAddr(), HTTPAddr: n.GetHttpAddr()}
+	}
+	for _, ts := range s.GetTopics() {
+		t := &Topic{Name: ts.GetName(), Config: proto.Clone(ts.GetConfig()).(*pb.TopicConfig)}
+		for _, p := range ts.GetPartitions() {
+			t.Replicas = append(t.Replicas, slices.Clone(p.GetReplicas()))
+		}
+		m.topics[t.Name] = t
+	}
+}

@@ -1,0 +1,120 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
+)
+
+func register(id uint64) *pb.Command {
+	return &pb.Command{Kind: &pb.Command_RegisterNode{RegisterNode: &pb.RegisterNode{Id: id, RaftAddr: fmt.Sprint("r", id), GrpcAddr: fmt.Sprint("g", id)}}}
+}
+
+func create(name string, partitions, rf int32) *pb.Command {
+	return &pb.Command{Kind: &pb.Command_CreateTopic{CreateTopic: &pb.CreateTopic{Name: name,
+		Config: &pb.TopicConfig{Partitions: partitions, ReplicationFactor: rf, DefaultMode: 1}}}}
+}
+
+func del(name string) *pb.Command {
+	return &pb.Command{Kind: &pb.Command_DeleteTopic{DeleteTopic: &pb.DeleteTopic{Name: name}}}
+}
+
+// The commands of a cluster's life, one per step, with the result each
+// must have.
+func TestMetadataScript(t *testing.T) {
+	m := NewMetadata()
+	steps := []struct {
+		cmd  *pb.Command
+		want error
+	}{
+		{register(2), nil},
+		{register(1), nil},
+		{create("early", 1, 3), ErrNoNodes},
+		{register(3), nil},
+		{create("orders", 6, 3), nil},
+		{create("orders", 1, 1), ErrTopicExists},
+		{create("", 1, 1), ErrBadCommand},
+		{create("zero", 0, 1), ErrBadCommand},
+		{create("big", 1, 4), ErrNoNodes},
+		{create("audit", 2, 1), nil},
+		{del("audit"), nil},
+		{del("audit"), ErrTopicNotFound},
+		{&pb.Command{}, ErrBadCommand},
+		{register(0), ErrBadCommand},
+	}
+	for i, st := range steps {
+		_, err := m.Apply(uint64(i+1), st.cmd)
+		if !errors.Is(err, st.want) || (st.want == nil) != (err == nil) {
+			t.Fatalf("step %d (%v): err %v, want %v", i+1, st.cmd, err, st.want)
+		}
+	}
+	if m.Applied != uint64(len(steps)) {
+		t.Fatalf("applied %d", m.Applied)
+	}
+	topics := m.Topics()
+	if len(topics) != 1 || topics[0].Name != "orders" {
+		t.Fatalf("topics %v", topics)
+	}
+	leads := map[uint64]int{}
+	for p, r := range topics[0].Replicas {
+		if len(r) != 3 || r[0] == r[1] || r[1] == r[2] || r[0] == r[2] {
+			t.Fatalf("partition %d replicas %v: want 3 distinct nodes", p, r)
+		}
+		leads[r[0]]++
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if leads[id] != 2 {
+			t.Fatalf("preferred leaders %v: want 2 partitions led by each node", leads)
+		}
+	}
+	if n := m.Nodes(); len(n) != 3 || n[0].ID != 1 || n[2].GRPCAddr != "g3" {
+		t.Fatalf("nodes %v", n)
+	}
+}
+
+func TestMetadataApplyOutOfOrderPanics(t *testing.T) {
+	m := NewMetadata()
+	m.Apply(5, register(1))
+	defer func() {
+		if recover() == nil {
+			t.Fatal("applying index 5 twice did not panic")
+		}
+	}()
+	m.Apply(5, register(2))
+}
+
+// Two nodes applying the same commands reach the same state, and a
+// snapshot restores it exactly.
+func TestMetadataDeterministicAndSnapshot(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	a, b := NewMetadata(), NewMetadata()
+	for i := 1; i <= 300; i++ {
+		var cmd *pb.Command
+		switch rng.Intn(3) {
+		case 0:
+			cmd = register(uint64(1 + rng.Intn(5)))
+		case 1:
+			cmd = create(fmt.Sprint("t", rng.Intn(20)), int32(1+rng.Intn(8)), int32(1+rng.Intn(3)))
+		default:
+			cmd = del(fmt.Sprint("t", rng.Intn(20)))
+		}
+		_, errA := a.Apply(uint64(i), cmd)
+		_, errB := b.Apply(uint64(i), proto.Clone(cmd).(*pb.Command))
+		if fmt.Sprint(errA) != fmt.Sprint(errB) {
+			t.Fatalf("command %d: %v vs %v", i, errA, errB)
+		}
+	}
+	if !proto.Equal(a.Snapshot(), b.Snapshot()) {
+		t.Fatal("two replicas of the metadata diverged")
+	}
+	c := NewMetadata()
+	c.Restore(a.Applied, a.Snapshot())
+	if !proto.Equal(a.Snapshot(), c.Snapshot()) || c.Applied != a.Applied {
+		t.Fatal("restore from a snapshot differs")
+	}
+}
