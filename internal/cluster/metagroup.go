@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
+	"github.com/hermes-mq/hermes/internal/meta"
+	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/internal/replication"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// MetaGroupName is the Raft group of the cluster's metadata.
+const MetaGroupName = "__meta"
+
+// ErrNotLeader: this node does not lead the metadata group; the command
+// must go to the leader (Leader names it when known).
+var ErrNotLeader = errors.New("cluster: not the metadata leader")
+
+// MetaConfig configures a MetaGroup.
+type MetaConfig struct {
+	NodeID uint64
+	// Voters of the metadata group when it is bootstrapped.
+	Peers []uint64
+	// Dir holds the metadata log.
+	Dir       string
+	Meta      *meta.Store
+	Transport replication.Transport
+	Host      *replication.Host
+	Logger    *slog.Logger
+	// TickInterval is the Raft tick (default 100ms).
+	TickInterval time.Duration
+	// OnChange is called, in log order and from one goroutine, with what
+	// each applied command changed (also for the commands replayed at
+	// start). It must not block for long.
+	OnChange func(Change)
+}
+
+// MetaGroup runs the metadata Raft group on a node and applies its log to
+// a Metadata. Every command is one record of the metadata log; its
+// position in that log (offset + 1) is the index Metadata.Apply gets, the
+// same on every node.
+type MetaGroup struct {
+	cfg   MetaConfig
+	log   *partlog.Log
+	store *replication.LogStore
+	rep   *replication.Replica
+
+	mu      sync.Mutex
+	md      *Metadata             // guarded by mu
+	waiters map[uint64]chan reply // command id → its proposer, guarded by mu
+	nextID  atomic.Uint64
+}
+
+type reply struct {
+	change Change
+	err    error
+}
+
+// OpenMetaGroup opens the metadata log, replays what was committed into
+// the state (calling OnChange for each command) and starts the group.
+func OpenMetaGroup(cfg MetaConfig) (*MetaGroup, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log, err := partlog.Open(cfg.Dir, partlog.Options{})
+	if err != nil {
+		return nil, err
+	}
+	store, err := replication.OpenLogStore(MetaGroupName, log, cfg.Meta)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	g := &MetaGroup{cfg: cfg, log: log, store: store, md: NewMetadata(), waiters: make(map[uint64]chan reply)}
+	g.nextID.Store(cfg.NodeID << 40)
+	hs, _, _ := store.InitialState()
+	if err := g.replay(store.OffsetAfter(hs.GetCommit())); err != nil {
+		log.Close()
+		return nil, err
+	}
+	g.rep, err = replication.NewReplica(replication.Config{
+		Group: MetaGroupName, NodeID: cfg.NodeID, Peers: cfg.Peers, TickInterval: cfg.TickInterval,
+		Logger: cfg.Logger, OnCommit: g.onCommit,
+	}, store, cfg.Transport)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	cfg.Host.Add(MetaGroupName, g.rep)
+	return g, nil
+}
+
+// replay applies the committed commands already in the log, up to offset
+// end (exclusive).
+func (g *MetaGroup) replay(end int64) error {
+	for off := int64(0); off < end; {
+		raw, err := g.log.Read(off, 1<<20, end)
+		if err != nil {
+			return fmt.Errorf("replay metadata at %d: %w", off, err)
+		}
+		for len(raw) > 0 {
+			h, err := record.ParseBatch(raw)
+			if err != nil {
+				return err
+			}
+			g.applyBatch(raw[:h.Size()])
+			raw, off = raw[h.Size():], h.NextOffset()
+		}
+	}
+	return nil
+}
+
+// onCommit is the replica's callback: apply what committed.
+func (g *MetaGroup) onCommit(batches [][]byte, _ int64) {
+	for _, b := range batches {
+		g.applyBatch(b)
+	}
+}
+
+func (g *MetaGroup) applyBatch(b []byte) {
+	recs, err := record.DecodeRecords(nil, b)
+	if err != nil {
+		g.cfg.Logger.Error("undecodable metadata batch", "err", err)
+		return
+	}
+	for _, r := range recs {
+		var cmd pb.Command
+		var ch Change
+		err := proto.Unmarshal(r.Payload, &cmd)
+		g.mu.Lock()
+		if err == nil {
+			ch, err = g.md.Apply(uint64(r.Offset)+1, &cmd)
+		} else {
+			g.md.Applied = uint64(r.Offset) + 1
+		}
+		w := g.waiters[cmd.GetId()]
+		delete(g.waiters, cmd.GetId())
+		g.mu.Unlock()
+		if w != nil {
+			w <- reply{ch, err}
+		}
+		if err == nil && g.cfg.OnChange != nil {
+			g.cfg.OnChange(ch)
+		}
+	}
+}
+
+// Propose runs a command through the metadata group and returns its
+// result once it is applied here. ErrNotLeader when this node does not
+// lead (see Leader); the command's own failure otherwise.
+func (g *MetaGroup) Propose(ctx context.Context, cmd *pb.Command) (Change, error) {
+	cmd = proto.Clone(cmd).(*pb.Command)
+	cmd.Id = g.nextID.Add(1)
+	payload, err := proto.Marshal(cmd)
+	if err != nil {
+		return Change{}, err
+	}
+	batch := record.AppendBatch(nil, 0, []record.Record{{Timestamp: time.Now().UnixNano(), Payload: payload}})
+	w := make(chan reply, 1)
+	g.mu.Lock()
+	g.waiters[cmd.Id] = w
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.waiters, cmd.Id)
+		g.mu.Unlock()
+	}()
+	failed := make(chan error, 1)
+	g.rep.Propose([][]byte{batch}, replication.AckCommitted, func(_ int64, err error) {
+		if err != nil {
+			failed <- err
+		}
+	})
+	select {
+	case r := <-w:
+		return r.change, r.err
+	case err := <-failed:
+		if errors.Is(err, replication.ErrNotLeader) {
+			return Change{}, fmt.Errorf("%w (leader: node %d)", ErrNotLeader, g.rep.Leader())
+		}
+		return Change{}, err
+	case <-ctx.Done():
+		return Change{}, ctx.Err()
+	}
+}
+
+// Leader is the node id of the metadata leader as last seen (0: none).
+func (g *MetaGroup) Leader() uint64 { return g.rep.Leader() }
+
+// Topics, Topic and Nodes read the applied state (copies).
+func (g *MetaGroup) Topics() []*Topic {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Topics()
+}
+
+func (g *MetaGroup) Topic(name string) (*Topic, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Topic(name)
+}
+
+func (g *MetaGroup) Nodes() []Node {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Nodes()
+}
+
+// Close stops the group and closes its log.
+func (g *MetaGroup) Close() error {
+	g.cfg.Host.Remove(MetaGroupName)
+	g.rep.Stop()
+	return g.log.Close()
+}
