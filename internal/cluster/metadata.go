@@ -192,11 +192,7 @@ func (m *Metadata) Snapshot() *pb.Snapshot {
 		s.Nodes = append(s.Nodes, &pb.RegisterNode{Id: n.ID, RaftAddr: n.RaftAddr, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr})
 	}
 	for _, t := range m.Topics() {
-		ts := &pb.TopicState{Name: t.Name, Config: t.Config}
-		for _, r := range t.Replicas {
-			ts.Partitions = append(ts.Partitions, &pb.PartitionState{Replicas: r})
-		}
-		s.Topics = append(s.Topics, ts)
+		s.Topics = append(s.Topics, topicState(t))
 	}
 	return s
 }

@@ -38,6 +38,9 @@ type MetaConfig struct {
 	Logger    *slog.Logger
 	// TickInterval is the Raft tick (default 100ms).
 	TickInterval time.Duration
+	// Forward, when set, lets commands proposed on a follower run on the
+	// leader (Run), and serves the commands other nodes forward here.
+	Forward *replication.GRPCTransport
 	// OnChange is called, in log order and from one goroutine, with what
 	// each applied command changed (also for the commands replayed at
 	// start). It must not block for long.
@@ -96,6 +99,9 @@ func OpenMetaGroup(cfg MetaConfig) (*MetaGroup, error) {
 		return nil, err
 	}
 	cfg.Host.Add(MetaGroupName, g.rep)
+	if cfg.Forward != nil {
+		cfg.Forward.HandleForward(MetaGroupName, g.handleForward)
+	}
 	return g, nil
 }
 

@@ -76,7 +76,7 @@ func startMetaNode(t *testing.T, nd *metaNode, all []*metaNode) {
 	nd.changes = nil
 	nd.mu.Unlock()
 	nd.g, err = OpenMetaGroup(MetaConfig{
-		NodeID: nd.id, Peers: peers, Dir: nd.dir + "/meta-log", Meta: nd.ms, Transport: nd.tr, Host: host,
+		NodeID: nd.id, Peers: peers, Dir: nd.dir + "/meta-log", Meta: nd.ms, Transport: nd.tr, Host: host, Forward: nd.tr,
 		Logger: quiet, TickInterval: 10 * time.Millisecond,
 		OnChange: func(c Change) {
 			nd.mu.Lock()
@@ -185,5 +185,47 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Any node runs a command: a follower forwards it to the leader, and has
+// applied it itself when Run returns; command failures keep their kind.
+func TestMetaGroupRunForwardsToTheLeader(t *testing.T) {
+	nodes := startMetaNodes(t, 3)
+	if _, err := propose(t, nodes, register(1)); err != nil {
+		t.Fatal(err)
+	}
+	var follower *metaNode
+	waitUntil(t, "a leader is known", func() bool {
+		for _, nd := range nodes {
+			if l := nd.g.Leader(); l != 0 && l != nd.id {
+				follower = nd
+				return true
+			}
+		}
+		return false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range []uint64{2, 3} {
+		if _, err := follower.g.Run(ctx, register(id)); err != nil {
+			t.Fatalf("register %d through a follower: %v", id, err)
+		}
+	}
+	ch, err := follower.g.Run(ctx, create("forwarded", 2, 3))
+	if err != nil || ch.Created == nil || len(ch.Created.Replicas) != 2 {
+		t.Fatalf("create through a follower: %+v, %v", ch, err)
+	}
+	if _, ok := follower.g.Topic("forwarded"); !ok {
+		t.Fatal("Run returned before the follower applied the topic")
+	}
+	if _, err := follower.g.Run(ctx, create("forwarded", 1, 1)); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("duplicate create through a follower: %v, want ErrTopicExists", err)
+	}
+	if _, err := follower.g.Run(ctx, del("forwarded")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := follower.g.Topic("forwarded"); ok {
+		t.Fatal("Run returned before the follower applied the deletion")
 	}
 }

@@ -41,6 +41,8 @@ type GRPCTransport struct {
 	peers map[uint64]*peer
 	stop  chan struct{}
 	wg    sync.WaitGroup
+
+	fw forwarding
 }
 
 // peer is the outbound side towards one node.
@@ -99,6 +101,7 @@ func (t *GRPCTransport) Send(group string, msgs []*pb.Message) {
 func (t *GRPCTransport) Close() {
 	close(t.stop)
 	t.wg.Wait()
+	t.fw.close()
 }
 
 // sendLoop keeps a stream open to the peer and sends what is queued, in

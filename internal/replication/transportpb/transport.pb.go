@@ -24,6 +24,140 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ForwardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The command, encoded by the group's owner (cluster.Command for the
+	// metadata group).
+	Command       []byte `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardRequest) Reset() {
+	*x = ForwardRequest{}
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardRequest) ProtoMessage() {}
+
+func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
+func (*ForwardRequest) Descriptor() ([]byte, []int) {
+	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ForwardRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ForwardRequest) GetCommand() []byte {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type ForwardResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set when the command ran: its result, encoded by the group's owner.
+	Result []byte `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	// Set when the node does not lead the group; leader is 0 when unknown.
+	NotLeader bool   `protobuf:"varint,2,opt,name=not_leader,json=notLeader,proto3" json:"not_leader,omitempty"`
+	Leader    uint64 `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// A failure of the command itself.
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// The kind of that failure, for errors.Is on the forwarding side.
+	ErrorKind     string `protobuf:"bytes,5,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardResponse) Reset() {
+	*x = ForwardResponse{}
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardResponse) ProtoMessage() {}
+
+func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
+func (*ForwardResponse) Descriptor() ([]byte, []int) {
+	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ForwardResponse) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ForwardResponse) GetNotLeader() bool {
+	if x != nil {
+		return x.NotLeader
+	}
+	return false
+}
+
+func (x *ForwardResponse) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *ForwardResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ForwardResponse) GetErrorKind() string {
+	if x != nil {
+		return x.ErrorKind
+	}
+	return ""
+}
+
 // Envelope is one Raft message of one group.
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -36,7 +170,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[0]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +182,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[0]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +195,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{0}
+	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Envelope) GetGroup() string {
@@ -88,7 +222,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[1]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +234,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[1]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +247,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{1}
+	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Batch) GetFrom() uint64 {
@@ -138,7 +272,7 @@ type StreamEnd struct {
 
 func (x *StreamEnd) Reset() {
 	*x = StreamEnd{}
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[2]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +284,7 @@ func (x *StreamEnd) String() string {
 func (*StreamEnd) ProtoMessage() {}
 
 func (x *StreamEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[2]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,23 +297,35 @@ func (x *StreamEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEnd.ProtoReflect.Descriptor instead.
 func (*StreamEnd) Descriptor() ([]byte, []int) {
-	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{2}
+	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{4}
 }
 
 var File_internal_replication_transportpb_transport_proto protoreflect.FileDescriptor
 
 const file_internal_replication_transportpb_transport_proto_rawDesc = "" +
 	"\n" +
-	"0internal/replication/transportpb/transport.proto\x12\x17hermes.internal.raft.v1\":\n" +
+	"0internal/replication/transportpb/transport.proto\x12\x17hermes.internal.raft.v1\"@\n" +
+	"\x0eForwardRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\fR\acommand\"\x95\x01\n" +
+	"\x0fForwardResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\x12\x1d\n" +
+	"\n" +
+	"not_leader\x18\x02 \x01(\bR\tnotLeader\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x04R\x06leader\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"error_kind\x18\x05 \x01(\tR\terrorKind\":\n" +
 	"\bEnvelope\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\"\\\n" +
 	"\x05Batch\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12?\n" +
 	"\tenvelopes\x18\x02 \x03(\v2!.hermes.internal.raft.v1.EnvelopeR\tenvelopes\"\v\n" +
-	"\tStreamEnd2_\n" +
+	"\tStreamEnd2\xbd\x01\n" +
 	"\rRaftTransport\x12N\n" +
-	"\x06Stream\x12\x1e.hermes.internal.raft.v1.Batch\x1a\".hermes.internal.raft.v1.StreamEnd(\x01B>Z<github.com/hermes-mq/hermes/internal/replication/transportpbb\x06proto3"
+	"\x06Stream\x12\x1e.hermes.internal.raft.v1.Batch\x1a\".hermes.internal.raft.v1.StreamEnd(\x01\x12\\\n" +
+	"\aForward\x12'.hermes.internal.raft.v1.ForwardRequest\x1a(.hermes.internal.raft.v1.ForwardResponseB>Z<github.com/hermes-mq/hermes/internal/replication/transportpbb\x06proto3"
 
 var (
 	file_internal_replication_transportpb_transport_proto_rawDescOnce sync.Once
@@ -193,18 +339,22 @@ func file_internal_replication_transportpb_transport_proto_rawDescGZIP() []byte 
 	return file_internal_replication_transportpb_transport_proto_rawDescData
 }
 
-var file_internal_replication_transportpb_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_internal_replication_transportpb_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_internal_replication_transportpb_transport_proto_goTypes = []any{
-	(*Envelope)(nil),  // 0: hermes.internal.raft.v1.Envelope
-	(*Batch)(nil),     // 1: hermes.internal.raft.v1.Batch
-	(*StreamEnd)(nil), // 2: hermes.internal.raft.v1.StreamEnd
+	(*ForwardRequest)(nil),  // 0: hermes.internal.raft.v1.ForwardRequest
+	(*ForwardResponse)(nil), // 1: hermes.internal.raft.v1.ForwardResponse
+	(*Envelope)(nil),        // 2: hermes.internal.raft.v1.Envelope
+	(*Batch)(nil),           // 3: hermes.internal.raft.v1.Batch
+	(*StreamEnd)(nil),       // 4: hermes.internal.raft.v1.StreamEnd
 }
 var file_internal_replication_transportpb_transport_proto_depIdxs = []int32{
-	0, // 0: hermes.internal.raft.v1.Batch.envelopes:type_name -> hermes.internal.raft.v1.Envelope
-	1, // 1: hermes.internal.raft.v1.RaftTransport.Stream:input_type -> hermes.internal.raft.v1.Batch
-	2, // 2: hermes.internal.raft.v1.RaftTransport.Stream:output_type -> hermes.internal.raft.v1.StreamEnd
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
+	2, // 0: hermes.internal.raft.v1.Batch.envelopes:type_name -> hermes.internal.raft.v1.Envelope
+	3, // 1: hermes.internal.raft.v1.RaftTransport.Stream:input_type -> hermes.internal.raft.v1.Batch
+	0, // 2: hermes.internal.raft.v1.RaftTransport.Forward:input_type -> hermes.internal.raft.v1.ForwardRequest
+	4, // 3: hermes.internal.raft.v1.RaftTransport.Stream:output_type -> hermes.internal.raft.v1.StreamEnd
+	1, // 4: hermes.internal.raft.v1.RaftTransport.Forward:output_type -> hermes.internal.raft.v1.ForwardResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -221,7 +371,7 @@ func file_internal_replication_transportpb_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_replication_transportpb_transport_proto_rawDesc), len(file_internal_replication_transportpb_transport_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,7 +22,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RaftTransport_Stream_FullMethodName = "/hermes.internal.raft.v1.RaftTransport/Stream"
+	RaftTransport_Stream_FullMethodName  = "/hermes.internal.raft.v1.RaftTransport/Stream"
+	RaftTransport_Forward_FullMethodName = "/hermes.internal.raft.v1.RaftTransport/Forward"
 )
 
 // RaftTransportClient is the client API for RaftTransport service.
@@ -31,6 +32,10 @@ const (
 type RaftTransportClient interface {
 	// Stream carries batches of Raft messages from one node to another.
 	Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Batch, StreamEnd], error)
+	// Forward asks the node to run a command of one of its groups (today:
+	// the metadata group) as if proposed there; a node that does not lead
+	// the group answers not_leader with the leader it knows.
+	Forward(ctx context.Context, in *ForwardRequest, opts ...grpc.CallOption) (*ForwardResponse, error)
 }
 
 type raftTransportClient struct {
@@ -54,12 +59,26 @@ func (c *raftTransportClient) Stream(ctx context.Context, opts ...grpc.CallOptio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RaftTransport_StreamClient = grpc.ClientStreamingClient[Batch, StreamEnd]
 
+func (c *raftTransportClient) Forward(ctx context.Context, in *ForwardRequest, opts ...grpc.CallOption) (*ForwardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForwardResponse)
+	err := c.cc.Invoke(ctx, RaftTransport_Forward_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RaftTransportServer is the server API for RaftTransport service.
 // All implementations must embed UnimplementedRaftTransportServer
 // for forward compatibility.
 type RaftTransportServer interface {
 	// Stream carries batches of Raft messages from one node to another.
 	Stream(grpc.ClientStreamingServer[Batch, StreamEnd]) error
+	// Forward asks the node to run a command of one of its groups (today:
+	// the metadata group) as if proposed there; a node that does not lead
+	// the group answers not_leader with the leader it knows.
+	Forward(context.Context, *ForwardRequest) (*ForwardResponse, error)
 	mustEmbedUnimplementedRaftTransportServer()
 }
 
@@ -72,6 +91,9 @@ type UnimplementedRaftTransportServer struct{}
 
 func (UnimplementedRaftTransportServer) Stream(grpc.ClientStreamingServer[Batch, StreamEnd]) error {
 	return status.Errorf(codes.Unimplemented, "method Stream not implemented")
+}
+func (UnimplementedRaftTransportServer) Forward(context.Context, *ForwardRequest) (*ForwardResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Forward not implemented")
 }
 func (UnimplementedRaftTransportServer) mustEmbedUnimplementedRaftTransportServer() {}
 func (UnimplementedRaftTransportServer) testEmbeddedByValue()                       {}
@@ -101,13 +123,36 @@ func _RaftTransport_Stream_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RaftTransport_StreamServer = grpc.ClientStreamingServer[Batch, StreamEnd]
 
+func _RaftTransport_Forward_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForwardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftTransportServer).Forward(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RaftTransport_Forward_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftTransportServer).Forward(ctx, req.(*ForwardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RaftTransport_ServiceDesc is the grpc.ServiceDesc for RaftTransport service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var RaftTransport_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "hermes.internal.raft.v1.RaftTransport",
 	HandlerType: (*RaftTransportServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Forward",
+			Handler:    _RaftTransport_Forward_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Stream",

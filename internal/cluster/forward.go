@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
+	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
+)
+
+// errorKinds name the command failures that travel with a forwarded
+// command, so the forwarding node can test them with errors.Is.
+var errorKinds = map[string]error{
+	"topic_exists":    ErrTopicExists,
+	"topic_not_found": ErrTopicNotFound,
+	"no_nodes":        ErrNoNodes,
+	"bad_command":     ErrBadCommand,
+}
+
+func errorKind(err error) string {
+	for k, e := range errorKinds {
+		if errors.Is(err, e) {
+			return k
+		}
+	}
+	return ""
+}
+
+// maxForwardAttempts bounds how often Run looks for the leader.
+const maxForwardAttempts = 50
+
+// Run runs a command wherever the metadata leader is: here, or forwarded
+// to it. For a topic created or deleted elsewhere it also waits until this
+// node has applied the change, so a caller reads its own write here.
+func (g *MetaGroup) Run(ctx context.Context, cmd *pb.Command) (Change, error) {
+	for attempt := 0; attempt < maxForwardAttempts; attempt++ {
+		ch, err := g.Propose(ctx, cmd)
+		if !errors.Is(err, ErrNotLeader) {
+			return ch, err
+		}
+		leader := g.Leader()
+		if leader != 0 && leader != g.cfg.NodeID && g.cfg.Forward != nil {
+			ch, done, err := g.forward(ctx, leader, cmd)
+			if done {
+				if err == nil {
+					err = g.waitApplied(ctx, cmd)
+				}
+				return ch, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return Change{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return Change{}, fmt.Errorf("%w: no leader found after %d attempts", ErrNotLeader, maxForwardAttempts)
+}
+
+// forward sends cmd to node; done is false when it should be tried again.
+func (g *MetaGroup) forward(ctx context.Context, node uint64, cmd *pb.Command) (Change, bool, error) {
+	enc, err := proto.Marshal(cmd)
+	if err != nil {
+		return Change{}, true, err
+	}
+	resp, err := g.cfg.Forward.ForwardTo(ctx, node, &tpb.ForwardRequest{Group: MetaGroupName, Command: enc})
+	if err != nil || resp.NotLeader {
+		return Change{}, false, nil
+	}
+	if resp.Error != "" {
+		if kind, ok := errorKinds[resp.ErrorKind]; ok {
+			return Change{}, true, fmt.Errorf("%w (on node %d: %s)", kind, node, resp.Error)
+		}
+		return Change{}, true, fmt.Errorf("cluster: node %d: %s", node, resp.Error)
+	}
+	var ch Change
+	if len(resp.Result) > 0 {
+		var ts pb.TopicState
+		if err := proto.Unmarshal(resp.Result, &ts); err != nil {
+			return Change{}, true, err
+		}
+		ch.Created = topicFromState(&ts)
+	}
+	return ch, true, nil
+}
+
+// handleForward runs a command another node forwarded here.
+func (g *MetaGroup) handleForward(ctx context.Context, req *tpb.ForwardRequest) *tpb.ForwardResponse {
+	var cmd pb.Command
+	if err := proto.Unmarshal(req.Command, &cmd); err != nil {
+		return &tpb.ForwardResponse{Error: err.Error(), ErrorKind: "bad_command"}
+	}
+	ch, err := g.Propose(ctx, &cmd)
+	if errors.Is(err, ErrNotLeader) {
+		return &tpb.ForwardResponse{NotLeader: true, Leader: g.Leader()}
+	}
+	if err != nil {
+		return &tpb.ForwardResponse{Error: err.Error(), ErrorKind: errorKind(err)}
+	}
+	resp := &tpb.ForwardResponse{}
+	if ch.Created != nil {
+		resp.Result, _ = proto.Marshal(topicState(ch.Created))
+	}
+	return resp
+}
+
+// waitApplied waits until this node's state shows a forwarded topic
+// creation or deletion.
+func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command) error {
+	var name string
+	var present bool
+	switch k := cmd.Kind.(type) {
+	case *pb.Command_CreateTopic:
+		name, present = k.CreateTopic.GetName(), true
+	case *pb.Command_DeleteTopic:
+		name = k.DeleteTopic.GetName()
+	default:
+		return nil
+	}
+	for {
+		if _, ok := g.Topic(name); ok == present {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func topicState(t *Topic) *pb.TopicState {
+	ts := &pb.TopicState{Name: t.Name, Config: t.Config}
+	for _, r := range t.Replicas {
+		ts.Partitions = append(ts.Partitions, &pb.PartitionState{Replicas: r})
+	}
+	return ts
+}
+
+func topicFromState(ts *pb.TopicState) *Topic {
+	t := &Topic{Name: ts.GetName(), Config: ts.GetConfig()}
+	for _, p := range ts.GetPartitions() {
+		t.Replicas = append(t.Replicas, p.GetReplicas())
+	}
+	return t
+}

@@ -1,0 +1,85 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
+)
+
+// ForwardHandler runs a forwarded command of one group on this node.
+type ForwardHandler func(ctx context.Context, req *tpb.ForwardRequest) *tpb.ForwardResponse
+
+// forwarding is the Forward side of GRPCTransport: handlers by group, and
+// a connection per peer for outgoing calls.
+type forwarding struct {
+	mu       sync.Mutex
+	handlers map[string]ForwardHandler
+	conns    map[string]*grpc.ClientConn // by address
+}
+
+// HandleForward makes this node run forwarded commands of group with h.
+func (t *GRPCTransport) HandleForward(group string, h ForwardHandler) {
+	t.fw.mu.Lock()
+	defer t.fw.mu.Unlock()
+	if t.fw.handlers == nil {
+		t.fw.handlers = make(map[string]ForwardHandler)
+	}
+	t.fw.handlers[group] = h
+}
+
+// Forward is the receiving side of a forwarded command.
+func (t *GRPCTransport) Forward(ctx context.Context, req *tpb.ForwardRequest) (*tpb.ForwardResponse, error) {
+	t.fw.mu.Lock()
+	h := t.fw.handlers[req.Group]
+	t.fw.mu.Unlock()
+	if h == nil {
+		return &tpb.ForwardResponse{NotLeader: true}, nil
+	}
+	return h(ctx, req), nil
+}
+
+// ForwardTo sends a command of group to node and returns its answer.
+func (t *GRPCTransport) ForwardTo(ctx context.Context, node uint64, req *tpb.ForwardRequest) (*tpb.ForwardResponse, error) {
+	t.mu.Lock()
+	p := t.peers[node]
+	t.mu.Unlock()
+	if p == nil {
+		return nil, fmt.Errorf("replication: no address for node %d", node)
+	}
+	conn, err := t.fw.conn(p.addr)
+	if err != nil {
+		return nil, err
+	}
+	return tpb.NewRaftTransportClient(conn).Forward(ctx, req)
+}
+
+func (f *forwarding) conn(addr string) (*grpc.ClientConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c := f.conns[addr]; c != nil {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	if f.conns == nil {
+		f.conns = make(map[string]*grpc.ClientConn)
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+func (f *forwarding) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+}
