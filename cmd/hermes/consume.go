@@ -22,6 +22,7 @@ func init() { clientCommands = append(clientCommands, newConsumeCmd) }
 
 type consumeFlags struct {
 	brokerFlags
+	proto         protocolFlag
 	group         string
 	fromBeginning bool
 	offset        int64
@@ -48,13 +49,20 @@ they are UTF-8, else base64 in key_base64, value_base64, payload_base64).
 It stops after --count records, after --timeout-idle without a record,
 after --timeout, or on Ctrl-C, and then (with --group) commits what it
 printed: --commit auto commits on exit and every second, manual only on
-exit, per-message acks each record once printed.`,
+exit, per-message acks each record once printed.
+
+--protocol rest reads the Server-Sent Events stream of the REST API, and
+--protocol graphql the records subscription of the GraphQL API (over a
+graphql-transport-ws websocket), instead of gRPC; --addr then names the
+HTTP address (default 127.0.0.1:8080). Commits and acks go through the
+same API.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runConsume(cmd, &cf, args[0])
 		},
 	}
 	cf.register(cmd, 0)
+	cf.proto.register(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&cf.group, "group", "g", "", "consume as a member of this consumer group")
 	f.BoolVar(&cf.fromBeginning, "from-beginning", false, "start at the oldest record (a group: where it has no committed offset)")
@@ -112,10 +120,17 @@ func runConsume(cmd *cobra.Command, cf *consumeFlags, topic string) error {
 	if err != nil {
 		return err
 	}
+	api, err := cf.proto.api(cmd, &cf.brokerFlags)
+	if err != nil {
+		return err
+	}
 	sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	ctx, cancel := cf.context(sigCtx)
 	defer cancel()
+	if api != nil {
+		return consumeHTTP(ctx, cmd, cf, api, topic, mode)
+	}
 	c, err := cf.dial(ctx)
 	if err != nil {
 		return err
@@ -136,9 +151,16 @@ func runConsume(cmd *cobra.Command, cf *consumeFlags, topic string) error {
 	return errors.Join(loopErr, commitErr, closeErr)
 }
 
+// recordSource is what loop reads: a *client.Consumer, or an
+// *httpConsumer for --protocol rest and graphql.
+type recordSource interface {
+	Next(ctx context.Context) (*client.Message, error)
+	Ack(m *client.Message) error
+}
+
 // loop prints records until --count, idleness, --timeout or Ctrl-C; only
 // other errors are returned.
-func (cf *consumeFlags) loop(ctx context.Context, cs *client.Consumer, mode client.AckMode, out io.Writer) error {
+func (cf *consumeFlags) loop(ctx context.Context, cs recordSource, mode client.AckMode, out io.Writer) error {
 	w := bufio.NewWriter(out)
 	defer w.Flush()
 	for n := 0; cf.count == 0 || n < cf.count; n++ {

@@ -25,6 +25,7 @@ const (
 
 type publishFlags struct {
 	brokerFlags
+	proto     protocolFlag
 	key       string
 	mode      string
 	headers   []string
@@ -39,13 +40,18 @@ func newPublishCmd() *cobra.Command {
 		Short: "Publish messages, or each line of stdin when none are given",
 		Long: `Publish the MESSAGE arguments to TOPIC, or, with none, each line of stdin
 (without its line ending; lines up to 16 MiB). Prints "partition/offset" for
-each record in input order unless --quiet. Exits 1 if any record failed.`,
+each record in input order unless --quiet. Exits 1 if any record failed.
+
+--protocol rest or graphql publishes through that HTTP API instead of gRPC
+(--addr then names the HTTP address, default 127.0.0.1:8080), in batches
+of the records ready, up to 500 per request.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPublish(cmd, &pf, args[0], args[1:])
 		},
 	}
 	pf.register(cmd, 0)
+	pf.proto.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&pf.key, "key", "", "key of every record (chooses the partition); none when not given")
 	f.StringVar(&pf.mode, "mode", "", "delivery mode: consistent, eventual or performance (default: the topic's)")
@@ -84,10 +90,17 @@ func runPublish(cmd *cobra.Command, pf *publishFlags, topic string, msgs []strin
 	if err != nil {
 		return err
 	}
+	api, err := pf.proto.api(cmd, &pf.brokerFlags)
+	if err != nil {
+		return err
+	}
 	sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	ctx, cancel := pf.context(sigCtx)
 	defer cancel()
+	if api != nil {
+		return publishHTTP(ctx, cmd, pf, api, tmpl, topic, msgs)
+	}
 	c, err := pf.dial(ctx)
 	if err != nil {
 		return err
