@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/server"
 )
 
@@ -22,6 +24,9 @@ func newServeCmd() *cobra.Command {
 		logLevel  string
 		logFormat string
 		shutdown  time.Duration
+		raftAddr  string
+		peers     string
+		rf        int32
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -40,6 +45,13 @@ variable: HERMES_ and the flag name in upper case with _ for -
 			}
 			cfg.Logger = logger
 			cfg.Version = version
+			if peers != "" {
+				cc, err := clusterConfig(cfg.Broker.NodeID, raftAddr, peers, rf)
+				if err != nil {
+					return err
+				}
+				cfg.Broker.Cluster = cc
+			}
 			return serve(cfg, shutdown)
 		},
 	}
@@ -55,6 +67,9 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.IntVar(&cfg.Broker.RingRecords, "ring-records", 65536, "performance-mode records kept in RAM per partition")
 	f.Int64Var(&cfg.Broker.RingBytes, "ring-bytes", 64<<20, "performance-mode bytes kept in RAM per partition")
 	f.DurationVar(&cfg.Broker.RetentionCheck, "retention-check", 30*time.Second, "how often retention deletes old segments")
+	f.StringVar(&raftAddr, "raft-addr", "", "cluster: listen address for other nodes (default: this node's address in --peers)")
+	f.StringVar(&peers, "peers", "", "cluster: every node of the cluster as id=host:port (their --raft-addr), this one included; empty: a single node")
+	f.Int32Var(&rf, "replication-factor", 0, "cluster: default replicas per partition (default min(3, nodes))")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -114,4 +129,28 @@ func serve(cfg server.Config, shutdownTimeout time.Duration) error {
 		return err
 	}
 	return serveErr
+}
+
+// clusterConfig parses the cluster flags.
+func clusterConfig(nodeID, raftAddr, peers string, rf int32) (*broker.ClusterConfig, error) {
+	id, err := strconv.ParseUint(nodeID, 10, 64)
+	if err != nil || id == 0 {
+		return nil, fmt.Errorf("--node-id must be a positive integer on a cluster, got %q", nodeID)
+	}
+	cc := &broker.ClusterConfig{NodeID: id, RaftAddr: raftAddr, Peers: map[uint64]string{}, ReplicationFactor: rf}
+	for _, p := range strings.Split(peers, ",") {
+		idStr, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
+		pid, err := strconv.ParseUint(idStr, 10, 64)
+		if !ok || err != nil || pid == 0 || addr == "" {
+			return nil, fmt.Errorf("--peers: %q is not id=host:port", p)
+		}
+		if _, dup := cc.Peers[pid]; dup {
+			return nil, fmt.Errorf("--peers: node %d named twice", pid)
+		}
+		cc.Peers[pid] = addr
+	}
+	if _, ok := cc.Peers[id]; !ok {
+		return nil, fmt.Errorf("--peers does not name this node (%d)", id)
+	}
+	return cc, nil
 }

@@ -38,6 +38,9 @@ type Broker struct {
 	subsMu sync.Mutex
 	subs   map[*Subscription]struct{} // open subscriptions, bounded by MaxSubscriptions
 
+	// cl is this node's part of a cluster; nil on a single node.
+	cl *clusterNode
+
 	// diskBytes is the size of all partition logs, refreshed every second
 	// for the disk quota check (a stale value overshoots by at most a
 	// second of writes).
@@ -68,10 +71,12 @@ func Open(cfg Config) (*Broker, error) {
 		topics: make(map[string]*topic), stop: make(chan struct{}),
 		subs: make(map[*Subscription]struct{}),
 	}
-	if err := b.loadTopics(); err != nil {
-		b.closeTopics()
-		ms.Close()
-		return nil, err
+	if cfg.Cluster == nil { // on a cluster, topics come from the metadata group
+		if err := b.loadTopics(); err != nil {
+			b.closeTopics()
+			ms.Close()
+			return nil, err
+		}
 	}
 	b.groups = newGroupManager(b)
 	if err := b.groups.load(); err != nil {
@@ -80,6 +85,13 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.emptyTrash()
+	if cfg.Cluster != nil {
+		if err := b.startCluster(); err != nil {
+			b.closeTopics()
+			ms.Close()
+			return nil, err
+		}
+	}
 	b.wg.Add(2)
 	go b.retentionLoop()
 	go b.groups.run()
@@ -156,7 +168,14 @@ func (b *Broker) Close() error {
 	b.EndSubscriptions()
 	b.wg.Wait()
 	b.groups.close()
+	if b.cl != nil {
+		b.cl.meta.Close() // no more topic changes while the partitions close
+	}
 	err := b.closeTopics()
+	if b.cl != nil {
+		b.cl.srv.Stop()
+		b.cl.tr.Close()
+	}
 	if e := b.meta.Close(); err == nil {
 		err = e
 	}
@@ -220,6 +239,9 @@ func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (To
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return TopicInfo{}, err
+	}
+	if b.cl != nil {
+		return b.createClusterTopic(name, cfg, ifNotExists)
 	}
 	t, err := b.reserveTopic(name, cfg, ifNotExists)
 	if t == nil || err != nil {
@@ -293,6 +315,12 @@ func (b *Broker) dropReserved(t *topic) {
 // name stays reserved until the files are out of the way, so a topic
 // created meanwhile can never open the old directory.
 func (b *Broker) DeleteTopic(name string) error {
+	if b.cl != nil {
+		if _, err := b.topic(name); err != nil {
+			return err
+		}
+		return b.deleteClusterTopic(name)
+	}
 	b.mu.Lock()
 	t, ok := b.topics[name]
 	switch {
@@ -406,6 +434,11 @@ func (b *Broker) enforceRetention(now time.Time) {
 	}
 	b.mu.RUnlock()
 	for _, p := range parts {
+		if p.remote || p.rep != nil {
+			// A replicated log keeps its segments until snapshots can move
+			// them to a follower that needs them (not built yet).
+			continue
+		}
 		_ = p.enqueue(&writeReq{control: func() { p.enforceRetention(now) }})
 	}
 }
@@ -420,6 +453,9 @@ func (b *Broker) diskUsage() int64 {
 			continue // its partitions are being opened or closed
 		}
 		for _, p := range t.parts {
+			if p.remote {
+				continue
+			}
 			n += p.log.Size()
 		}
 	}

@@ -115,6 +115,9 @@ func (p *partition) enforceRetention(now time.Time) {
 // when it covers offset, else from the segment files. The first batch may
 // start below offset. The slices must not be modified.
 func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, start, hw int64, err error) {
+	if p.remote {
+		return nil, 0, 0, p.notHere()
+	}
 	p.mu.RLock()
 	start, hw, failed := p.start, p.hw, p.failed
 	if failed != nil {

@@ -68,6 +68,9 @@ type TopicConfig struct {
 	MaxMessageBytes int32         `json:"max_message_bytes"`
 	DefaultMode     Mode          `json:"default_mode"`
 	SegmentBytes    int64         `json:"segment_bytes"`
+	// ReplicationFactor: replicas per partition on a cluster (0: the
+	// cluster's default); ignored on a single node.
+	ReplicationFactor int32 `json:"replication_factor,omitempty"`
 }
 
 // withDefaults validates c and fills in defaults.
@@ -95,6 +98,9 @@ func (c TopicConfig) withDefaults() (TopicConfig, error) {
 	}
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.ReplicationFactor < 0 || c.ReplicationFactor > 7 {
+		return c, errorf(ErrInvalidArgument, "replication factor must be 1 to 7, got %d", c.ReplicationFactor)
 	}
 	if c.SegmentBytes < MinSegmentBytes {
 		return c, errorf(ErrInvalidArgument, "segment bytes must be at least %d, got %d", MinSegmentBytes, c.SegmentBytes)
@@ -138,6 +144,8 @@ type Config struct {
 	GroupTick time.Duration
 	// MaxSubscriptions bounds open subscriptions (default 10000).
 	MaxSubscriptions int
+	// Cluster, when set, makes this broker a node of a cluster.
+	Cluster *ClusterConfig
 }
 
 func (c Config) withDefaults() Config {

@@ -51,6 +51,7 @@ type kindError struct {
 	kind       error
 	msg        string
 	retryAfter time.Duration
+	leader     string // gRPC address of the node to go to instead, if known
 }
 
 func (e *kindError) Error() string { return e.kind.Error() + ": " + e.msg }
@@ -64,6 +65,16 @@ func errorf(kind error, format string, args ...any) error {
 // exhausted makes a retriable ErrResourceExhausted with a retry hint.
 func exhausted(after time.Duration, format string, args ...any) error {
 	return &kindError{kind: ErrResourceExhausted, msg: fmt.Sprintf(format, args...), retryAfter: after}
+}
+
+// LeaderAddress returns the gRPC address of the node that can serve the
+// failed request (a partition's leader on a cluster), or "".
+func LeaderAddress(err error) string {
+	var ke *kindError
+	if errors.As(err, &ke) {
+		return ke.leader
+	}
+	return ""
 }
 
 // RetryAfter returns the retry hint carried by err, or 0.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hermes-mq/hermes/internal/memring"
 	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/internal/replication"
 )
 
 // partition is one partition of a topic on this node: its durable log, its
@@ -31,9 +32,17 @@ type partition struct {
 	queued atomic.Int64  // bytes in reqs, bounded by Config.MaxQueueBytes
 	done   chan struct{} // closed when the writer goroutine exits
 
+	// On a cluster: the partition's Raft replica on this node (nil on a
+	// single node), or, for a partition this node does not hold, only its
+	// replicas (log and rep are nil then).
+	rep      *replication.Replica
+	replicas []uint64
+	remote   bool
+
 	mu sync.RWMutex
 	// hw is the high watermark: every offset below it is durable and
-	// readable. Invariant: hw == log.SyncedOffset() between commits.
+	// readable. Invariant: hw == log.SyncedOffset() between commits on a
+	// single node; on a cluster, the offset after the committed entries.
 	hw     int64
 	start  int64 // log start offset, refreshed after retention
 	failed error // sticky storage failure; the partition refuses I/O
@@ -76,6 +85,29 @@ func openPartition(b *Broker, t *topic, id int32, dir string) (*partition, error
 	return p, nil
 }
 
+// remotePartition is the placeholder of a partition this node does not
+// hold: it knows the replicas, for redirects.
+func remotePartition(b *Broker, t *topic, id int32, replicas []uint64) *partition {
+	p := &partition{b: b, t: t, id: id, label: t.name, replicas: replicas, remote: true, done: make(chan struct{})}
+	p.ring = memring.New(memring.Options{MaxRecords: 1, MaxBytes: 1})
+	close(p.done)
+	p.closed = true
+	return p
+}
+
+// notHere is the error for a request this node cannot serve for p: the
+// partition lives on other nodes, or this replica does not lead it.
+func (p *partition) notHere() error {
+	leader := uint64(0)
+	if p.rep != nil {
+		leader = p.rep.Leader()
+	} else if len(p.replicas) > 0 {
+		leader = p.replicas[0]
+	}
+	return &kindError{kind: ErrUnavailable, retryAfter: 50 * time.Millisecond, leader: p.b.leaderAddr(leader),
+		msg: fmt.Sprintf("partition %s/%d is led by node %d (replicas %v), not node %d", p.t.name, p.id, leader, p.replicas, p.b.cl.cfg.NodeID)}
+}
+
 // enqueue hands r to the writer, or fails at once when the partition is
 // closed or its queue bound is reached (never blocks: backpressure is an
 // explicit, retriable error).
@@ -104,6 +136,13 @@ func (p *partition) enqueue(r *writeReq) error {
 // close stops the writer after it has finished what is queued, then closes
 // the log.
 func (p *partition) close() error {
+	if p.remote {
+		return nil
+	}
+	if p.rep != nil {
+		p.b.cl.host.Remove(fmt.Sprintf("%s/%d", p.t.name, p.id))
+		p.rep.Stop()
+	}
 	p.sendMu.Lock()
 	if !p.closed {
 		p.closed = true

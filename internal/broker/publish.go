@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/hermes-mq/hermes/internal/replication"
 	"sync"
 	"time"
 
@@ -178,9 +179,17 @@ func fillRecords(recs []record.Record, now int64) {
 
 // appendDurable queues a validated batch for the partition's writer.
 func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, done func(int64, error)) {
+	if p.remote {
+		done(0, p.notHere())
+		return
+	}
 	if q := b.cfg.MaxDiskBytes; q > 0 && b.diskBytes.Load() >= q {
 		b.m.rejected.WithLabelValues("disk_quota").Inc()
 		done(0, exhausted(time.Second, "disk quota of %d bytes is used up", q))
+		return
+	}
+	if p.rep != nil {
+		b.proposeDurable(p, batch, n, mode, done)
 		return
 	}
 	r := &writeReq{batch: batch, records: n, mode: mode, enq: time.Now(), done: func(base int64, err error) {
@@ -193,6 +202,33 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, don
 	if err := p.enqueue(r); err != nil {
 		done(0, err)
 	}
+}
+
+// proposeDurable is appendDurable on a cluster: the batch goes through the
+// partition's Raft group, answered once the leader has fsynced it
+// (eventual) or a quorum has it (consistent).
+func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, done func(int64, error)) {
+	ack := replication.AckCommitted
+	if mode == ModeEventual {
+		ack = replication.AckPersisted
+	}
+	enq := time.Now()
+	p.rep.Propose([][]byte{batch}, ack, func(first int64, err error) {
+		switch {
+		case errors.Is(err, replication.ErrNotLeader):
+			done(0, p.notHere())
+		case errors.Is(err, replication.ErrBusy):
+			b.m.rejected.WithLabelValues("queue_full").Inc()
+			done(0, exhausted(50*time.Millisecond, "%v", err))
+		case err != nil:
+			done(0, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 50 * time.Millisecond})
+		default:
+			b.m.publishLatency.WithLabelValues(mode.String()).Observe(time.Since(enq).Seconds())
+			b.m.publishedRecords.WithLabelValues(p.label, mode.String()).Add(float64(n))
+			b.m.publishedBytes.WithLabelValues(p.label, mode.String()).Add(float64(len(batch)))
+			done(first, nil)
+		}
+	})
 }
 
 // appendRing stores performance records in the partition's ring and wakes

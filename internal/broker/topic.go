@@ -78,6 +78,10 @@ type PartitionInfo struct {
 func (t *topic) info() TopicInfo {
 	ti := TopicInfo{Name: t.name, Config: t.cfg, Partitions: make([]PartitionInfo, len(t.parts))}
 	for i, p := range t.parts {
+		if p.remote {
+			ti.Partitions[i] = PartitionInfo{Partition: int32(i)}
+			continue
+		}
 		start, hw := p.offsets()
 		ti.Partitions[i] = PartitionInfo{
 			Partition: int32(i), StartOffset: start, EndOffset: hw,

@@ -109,7 +109,7 @@ func (g *MetaGroup) handleForward(ctx context.Context, req *tpb.ForwardRequest) 
 }
 
 // waitApplied waits until this node's state shows a forwarded topic
-// creation or deletion.
+// creation or deletion and the node has acted on it (OnChange ran).
 func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command) error {
 	var name string
 	var present bool
@@ -122,7 +122,11 @@ func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command) error {
 		return nil
 	}
 	for {
-		if _, ok := g.Topic(name); ok == present {
+		g.mu.Lock()
+		_, ok := g.md.Topic(name)
+		settled := g.settled == g.md.Applied
+		g.mu.Unlock()
+		if ok == present && settled {
 			return nil
 		}
 		select {

@@ -60,6 +60,9 @@ type MetaGroup struct {
 	mu      sync.Mutex
 	md      *Metadata             // guarded by mu
 	waiters map[uint64]chan reply // command id → its proposer, guarded by mu
+	// settled is the index of the last command whose OnChange has run.
+	// Invariant: settled <= md.Applied. Guarded by mu.
+	settled uint64
 	nextID  atomic.Uint64
 }
 
@@ -151,11 +154,16 @@ func (g *MetaGroup) applyBatch(b []byte) {
 		w := g.waiters[cmd.GetId()]
 		delete(g.waiters, cmd.GetId())
 		g.mu.Unlock()
-		if w != nil {
-			w <- reply{ch, err}
-		}
+		// The node acts on the change before anyone hears the command
+		// succeeded, so a proposer reads its own write on this node.
 		if err == nil && g.cfg.OnChange != nil {
 			g.cfg.OnChange(ch)
+		}
+		g.mu.Lock()
+		g.settled = uint64(r.Offset) + 1
+		g.mu.Unlock()
+		if w != nil {
+			w <- reply{ch, err}
 		}
 	}
 }

@@ -23,6 +23,8 @@ var (
 	ErrOverwritten = errors.New("replication: entry overwritten by a new leader")
 	// ErrStopped: the replica stopped before the proposal finished.
 	ErrStopped = errors.New("replication: replica stopped")
+	// ErrBusy: too many proposals are waiting; try again shortly.
+	ErrBusy = errors.New("replication: too many proposals queued")
 )
 
 // AckPoint says when a proposal is answered.
@@ -179,7 +181,7 @@ func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64,
 	case <-r.stopc:
 		done(0, ErrStopped)
 	default:
-		done(0, fmt.Errorf("%w: %d proposals queued", ErrNotLeader, cap(r.propc)))
+		done(0, fmt.Errorf("%w: %d proposals queued in %s", ErrBusy, cap(r.propc), r.cfg.Group))
 	}
 }
 

@@ -70,20 +70,25 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Broker.Registerer = reg
 	cfg.Broker.Logger = cfg.Logger
 	started := time.Now()
-	b, err := broker.Open(cfg.Broker)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, log: cfg.Logger, broker: b, serveErr: make(chan error, 2)}
+	s := &Server{cfg: cfg, log: cfg.Logger, serveErr: make(chan error, 2)}
+	var err error
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-		b.Close()
 		return nil, fmt.Errorf("listen gRPC on %s: %w", cfg.GRPCAddr, err)
 	}
 	if s.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		s.grpcLis.Close()
-		b.Close()
 		return nil, fmt.Errorf("listen HTTP on %s: %w", cfg.HTTPAddr, err)
 	}
+	if c := cfg.Broker.Cluster; c != nil { // advertise what clients can reach
+		c.GRPCAddr, c.HTTPAddr = s.grpcLis.Addr().String(), s.httpLis.Addr().String()
+	}
+	b, err := broker.Open(cfg.Broker)
+	if err != nil {
+		s.grpcLis.Close()
+		s.httpLis.Close()
+		return nil, err
+	}
+	s.broker = b
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(grpcapi.MaxMessageBytes),
 		grpc.MaxSendMsgSize(grpcapi.MaxMessageBytes),

@@ -61,6 +61,7 @@ type Node struct {
 	DataDir  string
 	GRPCAddr string
 	HTTPAddr string
+	RaftAddr string   // on a cluster
 	Args     []string // extra serve flags
 	logPath  string
 
@@ -74,6 +75,12 @@ type Node struct {
 // waits until it is ready. Extra `hermes serve` flags may be given.
 func StartNode(t testing.TB, args ...string) *Node {
 	t.Helper()
+	n := newNode(t, args...)
+	n.Start()
+	return n
+}
+
+func newNode(t testing.TB, args ...string) *Node {
 	n := &Node{
 		t: t, bin: Binary(t), DataDir: filepath.Join(t.TempDir(), "data"),
 		GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), Args: args,
@@ -85,8 +92,31 @@ func StartNode(t testing.TB, args ...string) *Node {
 			t.Logf("log of node %s:\n%s", n.GRPCAddr, tail(n.logPath, 60))
 		}
 	})
-	n.Start()
 	return n
+}
+
+// StartCluster starts n nodes (ids 1..n) that form one cluster on
+// loopback, each with the extra serve flags given. It returns once every
+// process answers /readyz; the cluster itself may still be electing.
+func StartCluster(t testing.TB, n int, args ...string) []*Node {
+	t.Helper()
+	raft := make([]string, n)
+	var peers []string
+	for i := range raft {
+		raft[i] = FreeAddr(t)
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, raft[i]))
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		nodeArgs := append([]string{"--node-id", fmt.Sprint(i + 1), "--raft-addr", raft[i],
+			"--peers", strings.Join(peers, ",")}, args...)
+		nodes[i] = newNode(t, nodeArgs...)
+		nodes[i].RaftAddr = raft[i]
+	}
+	for _, nd := range nodes {
+		nd.Start()
+	}
+	return nodes
 }
 
 // FreeAddr returns a loopback address with a port free right now.

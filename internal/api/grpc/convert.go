@@ -59,12 +59,13 @@ func topicConfigFromPB(c *pb.TopicConfig) (broker.TopicConfig, error) {
 		return broker.TopicConfig{}, invalid("topic config values must not be negative")
 	}
 	return broker.TopicConfig{
-		Partitions:      c.Partitions,
-		RetentionAge:    time.Duration(c.RetentionMs) * time.Millisecond,
-		RetentionBytes:  c.RetentionBytes,
-		MaxMessageBytes: c.MaxMessageBytes,
-		DefaultMode:     mode,
-		SegmentBytes:    c.SegmentBytes,
+		Partitions:        c.Partitions,
+		RetentionAge:      time.Duration(c.RetentionMs) * time.Millisecond,
+		RetentionBytes:    c.RetentionBytes,
+		MaxMessageBytes:   c.MaxMessageBytes,
+		DefaultMode:       mode,
+		SegmentBytes:      c.SegmentBytes,
+		ReplicationFactor: c.ReplicationFactor,
 	}, nil
 }
 
@@ -72,12 +73,13 @@ func topicInfoToPB(ti broker.TopicInfo) *pb.TopicInfo {
 	out := &pb.TopicInfo{
 		Name: ti.Name,
 		Config: &pb.TopicConfig{
-			Partitions:      ti.Config.Partitions,
-			RetentionMs:     ti.Config.RetentionAge.Milliseconds(),
-			RetentionBytes:  ti.Config.RetentionBytes,
-			MaxMessageBytes: ti.Config.MaxMessageBytes,
-			DefaultMode:     modeToPB(ti.Config.DefaultMode),
-			SegmentBytes:    ti.Config.SegmentBytes,
+			Partitions:        ti.Config.Partitions,
+			RetentionMs:       ti.Config.RetentionAge.Milliseconds(),
+			RetentionBytes:    ti.Config.RetentionBytes,
+			MaxMessageBytes:   ti.Config.MaxMessageBytes,
+			DefaultMode:       modeToPB(ti.Config.DefaultMode),
+			SegmentBytes:      ti.Config.SegmentBytes,
+			ReplicationFactor: ti.Config.ReplicationFactor,
 		},
 	}
 	for _, p := range ti.Partitions {

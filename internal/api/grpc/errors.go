@@ -48,6 +48,7 @@ func errorInfo(err error) *pb.ErrorInfo {
 	}
 	info.Retriable = broker.Retriable(err) || info.Code == pb.ErrorCode_ERROR_CODE_UNAVAILABLE
 	info.RetryAfterMs = broker.RetryAfter(err).Milliseconds()
+	info.LeaderAddress = broker.LeaderAddress(err)
 	return info
 }
 

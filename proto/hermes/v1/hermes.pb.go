@@ -238,11 +238,14 @@ func (AckMode) EnumDescriptor() ([]byte, []int) {
 // ErrorInfo describes a failure. Retriable errors may succeed if sent again
 // (with the same message_ids), after retry_after_ms when it is set.
 type ErrorInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=hermes.v1.ErrorCode" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Retriable     bool                   `protobuf:"varint,3,opt,name=retriable,proto3" json:"retriable,omitempty"`
-	RetryAfterMs  int64                  `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Code         ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=hermes.v1.ErrorCode" json:"code,omitempty"`
+	Message      string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Retriable    bool                   `protobuf:"varint,3,opt,name=retriable,proto3" json:"retriable,omitempty"`
+	RetryAfterMs int64                  `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// On a cluster, when the request must go to another node (the leader of
+	// the partition): that node's gRPC address, when known.
+	LeaderAddress string `protobuf:"bytes,5,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -303,6 +306,13 @@ func (x *ErrorInfo) GetRetryAfterMs() int64 {
 		return x.RetryAfterMs
 	}
 	return 0
+}
+
+func (x *ErrorInfo) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
 }
 
 type Header struct {
@@ -539,9 +549,12 @@ type TopicConfig struct {
 	// Mode used when a publish does not name one; default CONSISTENT.
 	DefaultMode DeliveryMode `protobuf:"varint,5,opt,name=default_mode,json=defaultMode,proto3,enum=hermes.v1.DeliveryMode" json:"default_mode,omitempty"`
 	// Segment file size at which the log rolls; default 64 MiB.
-	SegmentBytes  int64 `protobuf:"varint,6,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SegmentBytes int64 `protobuf:"varint,6,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
+	// Replicas of each partition on a cluster (default min(3, nodes));
+	// ignored on a single node.
+	ReplicationFactor int32 `protobuf:"varint,7,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -612,6 +625,13 @@ func (x *TopicConfig) GetDefaultMode() DeliveryMode {
 func (x *TopicConfig) GetSegmentBytes() int64 {
 	if x != nil {
 		return x.SegmentBytes
+	}
+	return 0
+}
+
+func (x *TopicConfig) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
 	}
 	return 0
 }
@@ -3211,12 +3231,13 @@ var File_proto_hermes_v1_hermes_proto protoreflect.FileDescriptor
 
 const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\n" +
-	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"\x93\x01\n" +
+	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"\xba\x01\n" +
 	"\tErrorInfo\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.hermes.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
 	"\tretriable\x18\x03 \x01(\bR\tretriable\x12$\n" +
-	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\"0\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\x12%\n" +
+	"\x0eleader_address\x18\x05 \x01(\tR\rleaderAddress\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\xc7\x02\n" +
@@ -3234,7 +3255,7 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x04_key\"?\n" +
 	"\vRecordBatch\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x86\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xb5\x02\n" +
 	"\vTopicConfig\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\x05R\n" +
@@ -3243,7 +3264,8 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x0fretention_bytes\x18\x03 \x01(\x03R\x0eretentionBytes\x12*\n" +
 	"\x11max_message_bytes\x18\x04 \x01(\x05R\x0fmaxMessageBytes\x12:\n" +
 	"\fdefault_mode\x18\x05 \x01(\x0e2\x17.hermes.v1.DeliveryModeR\vdefaultMode\x12#\n" +
-	"\rsegment_bytes\x18\x06 \x01(\x03R\fsegmentBytes\"\xd9\x01\n" +
+	"\rsegment_bytes\x18\x06 \x01(\x03R\fsegmentBytes\x12-\n" +
+	"\x12replication_factor\x18\a \x01(\x05R\x11replicationFactor\"\xd9\x01\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12!\n" +
 	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset\x12\x1d\n" +

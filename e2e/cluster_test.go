@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/record"
+	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+// clusterClients dials every node.
+func clusterClients(t *testing.T, nodes []*testcluster.Node) []pb.HermesClient {
+	cs := make([]pb.HermesClient, len(nodes))
+	for i, n := range nodes {
+		cs[i], _ = dial(t, n)
+	}
+	return cs
+}
+
+// retryUnavailable calls f until it stops failing with Unavailable (the
+// cluster electing, nodes registering), up to d.
+func retryUnavailable(t *testing.T, d time.Duration, f func() error) error {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// publishToLeader publishes one packed batch of ids to partition 0 through
+// whichever live node leads it, and returns that node's index and the
+// base offset.
+func publishToLeader(t *testing.T, cs []pb.HermesClient, live []bool, topic string, ids []record.MessageID) (int, int64) {
+	t.Helper()
+	p0 := int32(0)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, c := range cs {
+			if !live[i] {
+				continue
+			}
+			resp, err := c.Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: topic, Partition: &p0,
+				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, 64)})
+			if err == nil {
+				return i, resp.BaseOffset
+			}
+			if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+				t.Fatalf("publish through node %d: %v", i+1, err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no node accepted the publish within 20s")
+	return 0, 0
+}
+
+// partitionBytes reads partition 0 of topic from node c, waiting until it
+// holds want records, and returns its batches concatenated and its records.
+func partitionBytes(t *testing.T, c pb.HermesClient, topic string, want int) ([]byte, []record.Record) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var raw []byte
+		var recs []record.Record
+		off := int64(0)
+		for {
+			resp, err := c.Fetch(ctxT(t, 5*time.Second), &pb.FetchRequest{Topic: topic, Offset: off, Packed: true, MaxBytes: 8 << 20})
+			if err != nil || len(resp.Batches) == 0 {
+				break
+			}
+			for _, b := range resp.Batches {
+				raw = append(raw, b.Data...)
+				rs, _ := record.DecodeRecords(nil, b.Data)
+				recs = append(recs, rs...)
+			}
+			off = resp.NextOffset
+		}
+		if len(recs) >= want || time.Now().After(deadline) {
+			return raw, recs
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestClusterReplicatesAndFailsOver runs three hermes processes: a topic
+// created through a follower exists everywhere; consistent publishes
+// through the partition leader are on every replica, byte for byte; the
+// leader is killed with SIGKILL, another takes over (the failover time is
+// reported), publishing goes on; the killed node restarts and catches up
+// to byte-identical.
+func TestClusterReplicatesAndFailsOver(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, nodes)
+	live := []bool{true, true, true}
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[1].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "replicated", Config: &pb.TopicConfig{Partitions: 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("create through node 2: %v", err)
+	}
+	for i, c := range cs {
+		if _, err := c.DescribeTopic(ctxT(t, 5*time.Second), &pb.DescribeTopicRequest{Name: "replicated"}); err != nil {
+			waitFor(t, 10*time.Second, fmt.Sprintf("node %d knows the topic", i+1), func() bool {
+				_, err := c.DescribeTopic(ctxT(t, 5*time.Second), &pb.DescribeTopicRequest{Name: "replicated"})
+				return err == nil
+			})
+		}
+	}
+
+	acked := map[record.MessageID]int64{}
+	publish := func(batches int) int {
+		leader := -1
+		for i := 0; i < batches; i++ {
+			ids := newIDs(100)
+			l, base := publishToLeader(t, cs, live, "replicated", ids)
+			leader = l
+			for j, id := range ids {
+				acked[id] = base + int64(j)
+			}
+		}
+		return leader
+	}
+	leader := publish(30)
+	checkReplicas := func(when string) {
+		t.Helper()
+		var ref []byte
+		for i, c := range cs {
+			if !live[i] {
+				continue
+			}
+			raw, recs := partitionBytes(t, c, "replicated", len(acked))
+			found := 0
+			for _, r := range recs {
+				if off, ok := acked[r.MessageID]; ok {
+					if off != r.Offset {
+						t.Fatalf("%s: node %d has %x at %d, acknowledged at %d", when, i+1, r.MessageID, r.Offset, off)
+					}
+					found++
+				}
+			}
+			if found != len(acked) {
+				t.Fatalf("%s: node %d holds %d of the %d acknowledged records", when, i+1, found, len(acked))
+			}
+			if ref == nil {
+				ref = raw
+			} else if !bytes.Equal(ref, raw) {
+				t.Fatalf("%s: node %d's partition differs from the others' (%d vs %d bytes)", when, i+1, len(raw), len(ref))
+			}
+		}
+	}
+	checkReplicas("before the kill")
+
+	nodes[leader].Kill()
+	live[leader] = false
+	killed := time.Now()
+	publish(1)
+	t.Logf("failover: first publish acknowledged %v after the leader was killed", time.Since(killed).Round(time.Millisecond))
+	publish(20)
+	checkReplicas("after failover")
+
+	nodes[leader].Start()
+	live[leader] = true
+	cs[leader], _ = dial(t, nodes[leader])
+	checkReplicas("after the old leader's restart")
+	t.Logf("%d acknowledged records on all three nodes, byte-identical", len(acked))
+}

@@ -1,0 +1,333 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/hermes-mq/hermes/internal/cluster"
+	cpb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
+	"github.com/hermes-mq/hermes/internal/replication"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// ClusterConfig makes the broker a node of a cluster. The metadata group's
+// voters are the static Peers; every partition is a Raft group on its
+// replicas (placement by cluster.Place).
+type ClusterConfig struct {
+	NodeID uint64
+	// RaftAddr is where this node listens for other nodes.
+	RaftAddr string
+	// Peers maps every node id of the metadata group (this one included)
+	// to its RaftAddr.
+	Peers map[uint64]string
+	// GRPCAddr and HTTPAddr are the addresses clients reach this node at
+	// (advertised to the other nodes for redirects).
+	GRPCAddr, HTTPAddr string
+	// ReplicationFactor is the default number of replicas of a partition
+	// (default min(3, len(Peers))).
+	ReplicationFactor int32
+	// TickInterval is the Raft tick (default 100ms: elections after about
+	// a second).
+	TickInterval time.Duration
+}
+
+// clusterNode is the broker's part of a cluster.
+type clusterNode struct {
+	cfg  ClusterConfig
+	host *replication.Host
+	tr   *replication.GRPCTransport
+	srv  *grpc.Server
+	meta *cluster.MetaGroup
+}
+
+func (c *ClusterConfig) validate() error {
+	if c.NodeID == 0 {
+		return errors.New("cluster: the node id must be a positive integer")
+	}
+	if c.Peers[c.NodeID] == "" {
+		return fmt.Errorf("cluster: node %d is not among the peers %v", c.NodeID, c.Peers)
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = c.Peers[c.NodeID]
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = int32(min(3, len(c.Peers)))
+	}
+	return nil
+}
+
+// startCluster joins the cluster: the node-to-node listener, the metadata
+// group (whose replay opens the partitions this node holds), and the
+// registration of this node's addresses.
+func (b *Broker) startCluster() error {
+	c := *b.cfg.Cluster
+	if err := c.validate(); err != nil {
+		return err
+	}
+	cn := &clusterNode{cfg: c, host: replication.NewHost()}
+	cn.tr = replication.NewGRPCTransport(c.NodeID, cn.host.Deliver, b.log.With("component", "raft"))
+	var voters []uint64
+	for id, addr := range c.Peers {
+		voters = append(voters, id)
+		if id != c.NodeID {
+			cn.tr.SetPeer(id, addr)
+		}
+	}
+	slices.Sort(voters)
+	lis, err := net.Listen("tcp", c.RaftAddr)
+	if err != nil {
+		cn.tr.Close()
+		return fmt.Errorf("cluster: listen on %s: %w", c.RaftAddr, err)
+	}
+	cn.srv = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	cn.tr.Register(cn.srv)
+	go cn.srv.Serve(lis)
+	b.cl = cn
+	cn.meta, err = cluster.OpenMetaGroup(cluster.MetaConfig{
+		NodeID: c.NodeID, Peers: voters, Dir: filepath.Join(b.cfg.DataDir, "cluster", "meta"),
+		Meta: b.meta, Transport: cn.tr, Host: cn.host, Forward: cn.tr,
+		Logger: b.log.With("group", cluster.MetaGroupName), TickInterval: c.TickInterval,
+		OnChange: b.onMetaChange,
+	})
+	if err != nil {
+		cn.srv.Stop()
+		cn.tr.Close()
+		return err
+	}
+	b.wg.Add(1)
+	go b.registerSelf()
+	b.log.Info("cluster node started", "node", c.NodeID, "raft", c.RaftAddr, "peers", len(c.Peers))
+	return nil
+}
+
+// registerSelf announces this node's addresses through the metadata group,
+// retrying until it succeeds or the broker stops.
+func (b *Broker) registerSelf() {
+	defer b.wg.Done()
+	c := b.cl.cfg
+	cmd := &cpb.Command{Kind: &cpb.Command_RegisterNode{RegisterNode: &cpb.RegisterNode{
+		Id: c.NodeID, RaftAddr: c.RaftAddr, GrpcAddr: c.GRPCAddr, HttpAddr: c.HTTPAddr}}}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := b.cl.meta.Run(ctx, cmd)
+		cancel()
+		if err == nil {
+			b.log.Info("cluster node registered", "node", c.NodeID)
+			return
+		}
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (cn *clusterNode) close() {
+	cn.meta.Close()
+	cn.srv.Stop()
+	cn.tr.Close()
+}
+
+// onMetaChange acts on an applied metadata command: open the partitions of
+// a new topic that this node holds, or remove a deleted topic. It runs on
+// the metadata group's goroutine, in log order.
+func (b *Broker) onMetaChange(ch cluster.Change) {
+	switch {
+	case ch.Created != nil:
+		if err := b.openClusterTopic(ch.Created); err != nil {
+			b.log.Error("cannot open the partitions of a new topic", "topic", ch.Created.Name, "err", err)
+		}
+	case ch.Deleted != nil:
+		b.removeClusterTopic(ch.Deleted.Name)
+	case ch.Node != nil:
+		b.log.Info("cluster node known", "node", ch.Node.ID, "grpc", ch.Node.GRPCAddr)
+	}
+}
+
+func (b *Broker) openClusterTopic(ct *cluster.Topic) error {
+	cfg := topicConfigFromCluster(ct.Config)
+	t := newTopic(ct.Name, cfg)
+	b.m.initTopic(t.name)
+	for i, replicas := range ct.Replicas {
+		p, err := b.openClusterPartition(t, int32(i), replicas)
+		if err != nil {
+			for _, q := range t.parts {
+				q.close()
+			}
+			return err
+		}
+		t.parts = append(t.parts, p)
+	}
+	b.mu.Lock()
+	b.topics[t.name] = t
+	b.mu.Unlock()
+	b.log.Info("topic opened", "topic", t.name, "partitions", len(t.parts))
+	return nil
+}
+
+// openClusterPartition opens partition id of t: a Raft replica when this
+// node holds it, else a placeholder that knows where the partition is.
+func (b *Broker) openClusterPartition(t *topic, id int32, replicas []uint64) (*partition, error) {
+	if !slices.Contains(replicas, b.cl.cfg.NodeID) {
+		return remotePartition(b, t, id, replicas), nil
+	}
+	p, err := openPartition(b, t, id, b.partitionDir(t.name, id))
+	if err != nil {
+		return nil, err
+	}
+	group := fmt.Sprintf("%s/%d", t.name, id)
+	store, err := replication.OpenLogStore(group, p.log, b.meta)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	hs, _, _ := store.InitialState()
+	p.mu.Lock()
+	p.hw = store.OffsetAfter(hs.GetCommit()) // only what is known committed
+	p.mu.Unlock()
+	p.replicas = replicas
+	p.rep, err = replication.NewReplica(replication.Config{
+		Group: group, NodeID: b.cl.cfg.NodeID, Peers: replicas, TickInterval: b.cl.cfg.TickInterval,
+		Logger: b.log.With("group", group), OnCommit: p.committed,
+	}, store, b.cl.tr)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	b.cl.host.Add(group, p.rep)
+	return p, nil
+}
+
+// committed is a replicated partition's commit callback: committed batches
+// feed the tail cache and the high watermark moves, as after a local fsync.
+func (p *partition) committed(batches [][]byte, hw int64) {
+	p.mu.Lock()
+	for _, bt := range batches {
+		h, err := record.ParseHeader(bt)
+		if err != nil {
+			continue
+		}
+		if len(p.tail.entries) > 0 && p.tail.entries[len(p.tail.entries)-1].next != h.BaseOffset {
+			p.tail.reset() // a restart left a gap: the cache starts over
+		}
+		p.tail.add(h.BaseOffset, h.NextOffset(), bt)
+	}
+	if hw > p.hw {
+		p.hw = hw
+	}
+	p.mu.Unlock()
+	p.t.broadcast()
+}
+
+func (b *Broker) removeClusterTopic(name string) {
+	b.mu.Lock()
+	t, ok := b.topics[name]
+	if ok {
+		t.state = topicDeleting
+	}
+	b.mu.Unlock()
+	if !ok {
+		return
+	}
+	close(t.deleted)
+	t.broadcast()
+	for _, p := range t.parts {
+		p.close()
+	}
+	b.trash(name)
+	b.dropReserved(t)
+	b.emptyTrash()
+	b.m.forgetTopic(name)
+	b.log.Info("topic removed", "topic", name)
+}
+
+// createClusterTopic runs the creation through the metadata group, from
+// any node; it returns once this node has applied it.
+func (b *Broker) createClusterTopic(name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error) {
+	rf := cfg.ReplicationFactor
+	if rf == 0 {
+		rf = b.cl.cfg.ReplicationFactor
+	}
+	cmd := &cpb.Command{Kind: &cpb.Command_CreateTopic{CreateTopic: &cpb.CreateTopic{Name: name, Config: &cpb.TopicConfig{
+		Partitions: cfg.Partitions, RetentionMs: cfg.RetentionAge.Milliseconds(), RetentionBytes: cfg.RetentionBytes,
+		MaxMessageBytes: cfg.MaxMessageBytes, DefaultMode: int32(cfg.DefaultMode), SegmentBytes: cfg.SegmentBytes,
+		ReplicationFactor: rf,
+	}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, err := b.cl.meta.Run(ctx, cmd)
+	switch {
+	case errors.Is(err, cluster.ErrTopicExists):
+		if !ifNotExists {
+			return TopicInfo{}, errorf(ErrTopicExists, "topic %q already exists", name)
+		}
+	case errors.Is(err, cluster.ErrNoNodes):
+		return TopicInfo{}, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: time.Second}
+	case err != nil:
+		return TopicInfo{}, &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("create topic %q: %v", name, err), retryAfter: 100 * time.Millisecond}
+	}
+	return b.Topic(name)
+}
+
+func (b *Broker) deleteClusterTopic(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := &cpb.Command{Kind: &cpb.Command_DeleteTopic{DeleteTopic: &cpb.DeleteTopic{Name: name}}}
+	_, err := b.cl.meta.Run(ctx, cmd)
+	switch {
+	case errors.Is(err, cluster.ErrTopicNotFound):
+		return errorf(ErrTopicNotFound, "topic %q does not exist", name)
+	case err != nil:
+		return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("delete topic %q: %v", name, err), retryAfter: 100 * time.Millisecond}
+	}
+	return nil
+}
+
+func topicConfigFromCluster(c *cpb.TopicConfig) TopicConfig {
+	return TopicConfig{
+		Partitions: c.GetPartitions(), RetentionAge: time.Duration(c.GetRetentionMs()) * time.Millisecond,
+		RetentionBytes: c.GetRetentionBytes(), MaxMessageBytes: c.GetMaxMessageBytes(),
+		DefaultMode: Mode(c.GetDefaultMode()), SegmentBytes: c.GetSegmentBytes(), ReplicationFactor: c.GetReplicationFactor(),
+	}
+}
+
+// ClusterNode describes a node of the cluster.
+type ClusterNode struct {
+	ID                 uint64
+	GRPCAddr, HTTPAddr string
+}
+
+// ClusterNodes lists the registered nodes (nil on a single node).
+func (b *Broker) ClusterNodes() []ClusterNode {
+	if b.cl == nil {
+		return nil
+	}
+	var out []ClusterNode
+	for _, n := range b.cl.meta.Nodes() {
+		out = append(out, ClusterNode{ID: n.ID, GRPCAddr: n.GRPCAddr, HTTPAddr: n.HTTPAddr})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// leaderAddr is the gRPC address of a node, when known.
+func (b *Broker) leaderAddr(node uint64) string {
+	if b.cl == nil || node == 0 {
+		return ""
+	}
+	for _, n := range b.cl.meta.Nodes() {
+		if n.ID == node {
+			return n.GRPCAddr
+		}
+	}
+	return ""
+}
