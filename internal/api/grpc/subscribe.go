@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/hermes-mq/hermes/internal/broker"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -271,8 +273,11 @@ func deliveryToPB(d *broker.Delivery) (*pb.SubscribeResponse, int, int) {
 	}
 	for i := range d.Records {
 		r := &d.Records[i]
-		out.Records = append(out.Records, recordToPB(&r.Record, r.Partition, r.Mode, r.DeliveryCount))
-		size += len(r.Payload) + len(r.Key)
+		pr := recordToPB(&r.Record, r.Partition, r.Mode, r.DeliveryCount)
+		out.Records = append(out.Records, pr)
+		// Byte credit is charged as the client measures what it got back:
+		// proto.Size of each Record, len(data) of each RecordBatch.
+		size += proto.Size(pr)
 	}
 	return &pb.SubscribeResponse{Kind: &pb.SubscribeResponse_Deliveries{Deliveries: out}}, d.Count(), size
 }

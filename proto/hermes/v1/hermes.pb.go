@@ -1835,6 +1835,8 @@ func (x *SubscribeOptions) GetClientId() string {
 	return ""
 }
 
+// Credit lets the broker send more. Bytes are counted as the encoded size
+// of each Record message plus the length of each RecordBatch's data.
 type Credit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       int32                  `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
