@@ -96,6 +96,63 @@ type LogStore struct {
 	// dirty: st changed in a way that must be durable before the next
 	// messages are sent (term, vote, side entries, compaction point).
 	dirty bool
+	// recent holds the newest appended entries, so appends to followers
+	// are built from memory instead of read back from the log.
+	recent entryCache
+}
+
+// entryCacheBytes bounds the recent entries kept per group.
+const entryCacheBytes = 16 << 20
+
+// entryCache is a window of consecutive recent entries, bounded by the
+// bytes of their data. The entries are shared, never modified: their
+// batches were rebased before they were added. Lock: LogStore.mu.
+type entryCache struct {
+	ents  []*pb.Entry
+	bytes int
+}
+
+func (c *entryCache) add(e *pb.Entry) {
+	if n := len(c.ents); n > 0 && c.ents[n-1].GetIndex()+1 != e.GetIndex() {
+		c.ents, c.bytes = nil, 0
+	}
+	c.ents = append(c.ents, e)
+	c.bytes += len(e.GetData())
+	drop := 0
+	for c.bytes > entryCacheBytes && drop < len(c.ents)-1 {
+		c.bytes -= len(c.ents[drop].GetData())
+		c.ents[drop] = nil
+		drop++
+	}
+	c.ents = c.ents[drop:]
+}
+
+// truncateFrom drops cached entries from index idx on.
+func (c *entryCache) truncateFrom(idx uint64) {
+	for n := len(c.ents); n > 0 && c.ents[n-1].GetIndex() >= idx; n = len(c.ents) {
+		c.bytes -= len(c.ents[n-1].GetData())
+		c.ents[n-1] = nil
+		c.ents = c.ents[:n-1]
+	}
+}
+
+// get returns the cached entries [lo, hi) within maxSize (at least one),
+// or false when the cache does not hold lo.
+func (c *entryCache) get(lo, hi, maxSize uint64) ([]*pb.Entry, bool) {
+	if len(c.ents) == 0 || lo < c.ents[0].GetIndex() || hi-1 > c.ents[len(c.ents)-1].GetIndex() {
+		return nil, false
+	}
+	first := lo - c.ents[0].GetIndex()
+	var out []*pb.Entry
+	var size uint64
+	for _, e := range c.ents[first : first+(hi-lo)] {
+		size += uint64(len(e.GetData()))
+		if len(out) > 0 && size > maxSize {
+			break
+		}
+		out = append(out, e)
+	}
+	return out, true
 }
 
 var _ raft.Storage = (*LogStore)(nil)
@@ -232,6 +289,7 @@ func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) {
 		if err != nil {
 			return out, err
 		}
+		s.recent.add(e)
 		if a.Proposal.Node != 0 {
 			out = append(out, a)
 		}
@@ -283,6 +341,7 @@ func (s *LogStore) truncateFrom(idx uint64) error {
 		}
 	}
 	s.ents = s.ents[:idx-s.first]
+	s.recent.truncateFrom(idx)
 	return nil
 }
 
@@ -413,6 +472,10 @@ func (s *LogStore) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	if hi > s.lastIndex()+1 {
 		s.mu.Unlock()
 		return nil, raft.ErrUnavailable
+	}
+	if ents, ok := s.recent.get(lo, hi, maxSize); ok {
+		s.mu.Unlock()
+		return ents, nil
 	}
 	poss := append([]entryPos(nil), s.ents[lo-s.first:hi-s.first]...)
 	side := make(map[uint64]*pb.Entry)
