@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/testcluster"
 	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
@@ -37,9 +39,10 @@ func retryUnavailable(t *testing.T, d time.Duration, f func() error) error {
 	}
 }
 
-// publishToLeader publishes one packed batch of ids to partition 0 through
+// publishToLeader publishes one packed batch of ids to partition 0 on
 // whichever live node leads it, and returns that node's index and the
-// base offset.
+// base offset. The calls are marked as already forwarded, so a node that
+// does not lead refuses them instead of relaying: that finds the leader.
 func publishToLeader(t *testing.T, cs []pb.HermesClient, live []bool, topic string, ids []record.MessageID) (int, int64) {
 	t.Helper()
 	p0 := int32(0)
@@ -49,7 +52,8 @@ func publishToLeader(t *testing.T, cs []pb.HermesClient, live []bool, topic stri
 			if !live[i] {
 				continue
 			}
-			resp, err := c.Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: topic, Partition: &p0,
+			ctx := metadata.AppendToOutgoingContext(ctxT(t, 5*time.Second), broker.ForwardedHeader, "1")
+			resp, err := c.Publish(ctx, &pb.PublishRequest{Topic: topic, Partition: &p0,
 				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, 64)})
 			if err == nil {
 				return i, resp.BaseOffset
@@ -168,6 +172,23 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	t.Logf("failover: first publish acknowledged %v after the leader was killed", time.Since(killed).Round(time.Millisecond))
 	publish(20)
 	checkReplicas("after failover")
+
+	// Any node serves a publish: a follower relays it to the leader.
+	for i, c := range cs {
+		if !live[i] {
+			continue
+		}
+		ids := newIDs(10)
+		p0 := int32(0)
+		resp, err := c.Publish(ctxT(t, 10*time.Second), &pb.PublishRequest{Topic: "replicated", Partition: &p0,
+			Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, 64)})
+		if err != nil {
+			t.Fatalf("publish through node %d (forwarded if it does not lead): %v", i+1, err)
+		}
+		for j, id := range ids {
+			acked[id] = resp.BaseOffset + int64(j)
+		}
+	}
 
 	nodes[leader].Start()
 	live[leader] = true

@@ -40,6 +40,7 @@ type Broker struct {
 
 	// cl is this node's part of a cluster; nil on a single node.
 	cl *clusterNode
+	fw forwarder // relays calls to the nodes that can serve them
 
 	// diskBytes is the size of all partition logs, refreshed every second
 	// for the disk quota check (a stale value overshoots by at most a
@@ -176,6 +177,7 @@ func (b *Broker) Close() error {
 		b.cl.srv.Stop()
 		b.cl.tr.Close()
 	}
+	b.fw.close()
 	if e := b.meta.Close(); err == nil {
 		err = e
 	}

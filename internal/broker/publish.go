@@ -28,6 +28,9 @@ type PublishRequest struct {
 	// Batch is a packed record batch. The broker owns it after the call
 	// and may modify it and keep it in its caches.
 	Batch []byte
+	// Forwarded marks a publish another node relayed here: it is served or
+	// failed, never relayed again.
+	Forwarded bool
 }
 
 // PublishResult tells where the records went.
@@ -119,7 +122,7 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: first, Count: n}, nil)
 		return
 	}
-	b.appendDurable(p, batch, n, mode, func(base int64, err error) {
+	b.appendDurable(p, batch, n, mode, req.Forwarded, func(base int64, err error) {
 		if err != nil {
 			done(nil, err)
 			return
@@ -178,9 +181,9 @@ func fillRecords(recs []record.Record, now int64) {
 }
 
 // appendDurable queues a validated batch for the partition's writer.
-func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, done func(int64, error)) {
+func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done func(int64, error)) {
 	if p.remote {
-		done(0, p.notHere())
+		b.relay(p, batch, mode, forwarded, p.notHere(), done)
 		return
 	}
 	if q := b.cfg.MaxDiskBytes; q > 0 && b.diskBytes.Load() >= q {
@@ -189,7 +192,7 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, don
 		return
 	}
 	if p.rep != nil {
-		b.proposeDurable(p, batch, n, mode, done)
+		b.proposeDurable(p, batch, n, mode, forwarded, done)
 		return
 	}
 	r := &writeReq{batch: batch, records: n, mode: mode, enq: time.Now(), done: func(base int64, err error) {
@@ -207,7 +210,7 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, don
 // proposeDurable is appendDurable on a cluster: the batch goes through the
 // partition's Raft group, answered once the leader has fsynced it
 // (eventual) or a quorum has it (consistent).
-func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, done func(int64, error)) {
+func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done func(int64, error)) {
 	ack := replication.AckCommitted
 	if mode == ModeEventual {
 		ack = replication.AckPersisted
@@ -216,7 +219,7 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, do
 	p.rep.Propose([][]byte{batch}, ack, func(first int64, err error) {
 		switch {
 		case errors.Is(err, replication.ErrNotLeader):
-			done(0, p.notHere())
+			b.relay(p, batch, mode, forwarded, p.notHere(), done)
 		case errors.Is(err, replication.ErrBusy):
 			b.m.rejected.WithLabelValues("queue_full").Inc()
 			done(0, exhausted(50*time.Millisecond, "%v", err))
@@ -229,6 +232,16 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, do
 			done(first, nil)
 		}
 	})
+}
+
+// relay forwards a publish this node cannot serve to the partition's
+// leader, unless it was itself forwarded here.
+func (b *Broker) relay(p *partition, batch []byte, mode Mode, forwarded bool, notHere error, done func(int64, error)) {
+	if forwarded {
+		done(0, notHere)
+		return
+	}
+	b.forwardPublish(p, batch, mode, notHere, done)
 }
 
 // appendRing stores performance records in the partition's ring and wakes
@@ -330,7 +343,7 @@ func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode
 		agg.finish(errorf(ErrMessageTooLarge, "%d records for partition %d encode to %d bytes; one request may carry at most %d per partition", len(recs), p.id, len(batch), record.MaxBatchBytes))
 		return
 	}
-	b.appendDurable(p, batch, len(recs), mode, func(base int64, err error) {
+	b.appendDurable(p, batch, len(recs), mode, false, func(base int64, err error) {
 		if err == nil {
 			ack(base)
 		}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/hermes-mq/hermes/internal/broker"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -131,6 +133,9 @@ func (s *Service) Publish(ctx context.Context, req *pb.PublishRequest) (*pb.Publ
 	breq, err := publishRequest(req)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(broker.ForwardedHeader)) > 0 {
+		breq.Forwarded = true
 	}
 	res, err := s.b.Publish(ctx, breq)
 	if err != nil {
