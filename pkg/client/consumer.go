@@ -21,6 +21,12 @@ import (
 // resumes after the last record Next returned (exactly with one
 // partition; with several it re-reads from its start position or the
 // oldest last-seen timestamp and drops what it already returned).
+//
+// ModePerformance records (WithPerformanceRecords) carry offsets of the
+// partition's in-memory ring, a sequence separate from the durable log's:
+// they never count towards the consumer's progress (commits, resume,
+// duplicate dropping), and Ack, Nack and Commit(msgs...) refuse them with
+// ErrNotDurable.
 type Consumer struct {
 	c      *Client
 	topic  string
@@ -39,14 +45,16 @@ type Consumer struct {
 	memberID   string
 	oweRecs    int32 // credit to grant back
 	oweBytes   int64
-	last       *Message        // returned by the last Next, not yet counted as finished
-	consumed   map[int32]int64 // next offset after the finished records, per partition
-	committed  map[int32]int64 // next offset the broker confirmed committed
-	next       map[int32]int64 // offset after the last record Next returned (dedup, resume)
-	lastTS     map[int32]int64 // timestamp of that record
-	missed     int64
-	err        error // the subscription failed for good
-	closed     bool
+	// The fields below track durable log offsets only: ModePerformance
+	// records (ring offsets) never enter them.
+	last      *Message        // durable record returned by the last Next, not yet counted as finished
+	consumed  map[int32]int64 // next offset after the finished records, per partition
+	committed map[int32]int64 // next offset the broker confirmed committed
+	next      map[int32]int64 // offset after the last durable record Next returned (dedup, resume)
+	lastTS    map[int32]int64 // timestamp of that record
+	missed    int64
+	err       error // the subscription failed for good
+	closed    bool
 }
 
 type queued struct {
@@ -122,18 +130,27 @@ func (c *Consumer) Next(ctx context.Context) (*Message, error) {
 	}
 }
 
-// handedOut records that Next returns q.m and owes its credit back.
-// Lock: mu must be held.
+// handedOut records that Next returns q.m and owes its credit back. A
+// performance record's ring offset is not a log offset: it changes no
+// progress. Lock: mu must be held.
 func (c *Consumer) handedOut(q queued) {
 	m := q.m
+	c.oweCredit(1, q.cost)
+	if !durable(m) {
+		return
+	}
 	c.next[m.Partition] = m.Offset + 1
 	c.lastTS[m.Partition] = m.Timestamp.UnixNano()
 	c.last = m
 	if c.cfg.ackMode != AckAutoCommit {
 		c.finishLast() // manual Commit() covers every record Next returned
 	}
-	c.oweCredit(1, q.cost)
 }
+
+// durable reports whether m is a record of the durable log, whose offset
+// may be committed, acked or resumed from (not a ModePerformance record
+// of the in-memory ring).
+func durable(m *Message) bool { return m.Mode != ModePerformance }
 
 // oweCredit grants recs/bytes back to the broker once half the credit was
 // used, or at once when the buffer ran empty (so the stream never stalls
@@ -149,7 +166,7 @@ func (c *Consumer) oweCredit(recs int32, bytes int64) {
 // finishLast counts the record last returned by Next as finished.
 // Lock: mu must be held.
 func (c *Consumer) finishLast() {
-	if m := c.last; m != nil {
+	if m := c.last; m != nil && durable(m) {
 		if m.Offset+1 > c.consumed[m.Partition] {
 			c.consumed[m.Partition] = m.Offset + 1
 		}
@@ -177,7 +194,9 @@ func (c *Consumer) wakeWaiters() {
 //
 // At most maxPendingAcks (64000) acks and nacks wait for the writer;
 // beyond, Ack and Nack fail with a retriable ErrResourceExhausted.
-// Errors: ErrWrongAckMode, ErrClosed, ErrResourceExhausted.
+// Errors: ErrNotDurable for a ModePerformance record (nothing to ack: the
+// broker does not track it), ErrWrongAckMode, ErrClosed,
+// ErrResourceExhausted.
 func (c *Consumer) Ack(m *Message) error { return c.ackOrNack(m, false) }
 
 // Nack rejects m (AckPerMessage only): the broker delivers it again (and
@@ -185,6 +204,9 @@ func (c *Consumer) Ack(m *Message) error { return c.ackOrNack(m, false) }
 func (c *Consumer) Nack(m *Message) error { return c.ackOrNack(m, true) }
 
 func (c *Consumer) ackOrNack(m *Message, nack bool) error {
+	if !durable(m) {
+		return ErrNotDurable
+	}
 	if c.cfg.ackMode != AckPerMessage {
 		return ErrWrongAckMode
 	}
@@ -212,15 +234,22 @@ func (c *Consumer) ackOrNack(m *Message, nack bool) error {
 
 // Commit commits progress for the consumer's group and waits for the
 // broker's answer. With msgs, it commits offset+1 of the newest given
-// message of each partition; without, every record Next has returned.
+// message of each partition; without, every durable record Next has
+// returned (ModePerformance records are never committed).
 //
-// Errors: ErrNoGroup, ErrNotAssigned (the partition moved to another
-// member: its records will be redelivered there), ErrUnavailable when the
-// stream broke before the answer (the commit may or may not have been
-// applied), ctx.Err(), ErrClosed.
+// Errors: ErrNoGroup, ErrNotDurable when msgs holds a ModePerformance
+// record (nothing is committed then), ErrNotAssigned (the partition moved
+// to another member: its records will be redelivered there),
+// ErrUnavailable when the stream broke before the answer (the commit may
+// or may not have been applied), ctx.Err(), ErrClosed.
 func (c *Consumer) Commit(ctx context.Context, msgs ...*Message) error {
 	if c.cfg.group == "" {
 		return ErrNoGroup
+	}
+	for _, m := range msgs {
+		if !durable(m) {
+			return ErrNotDurable
+		}
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -269,8 +298,11 @@ func (c *Consumer) Missed() int64 {
 	return c.missed
 }
 
-// Close ends the subscription. With AckAutoCommit it first commits the
-// records Next returned and returns that commit's error. Acks and nacks
+// Close ends the subscription. With AckAutoCommit (and a group) it first
+// commits the records Next returned and returns that commit's error;
+// closed while the consumer is reconnecting, it cannot commit and returns
+// a retriable ErrUnavailable: records returned since the last commit
+// will be delivered again to the group. Acks and nacks
 // queued before Close are sent before the stream is half-closed; the
 // whole of Close is bounded by about 2*DefaultCloseTimeout. Close is
 // idempotent; Next then returns ErrClosed.
@@ -284,10 +316,14 @@ func (c *Consumer) Close() error {
 	c.wakeWaiters()
 	c.finishLast()
 	offs := maps.Clone(c.consumed)
-	auto := c.cfg.group != "" && c.cfg.ackMode == AckAutoCommit && c.sess != nil && c.err == nil
+	auto := c.cfg.group != "" && c.cfg.ackMode == AckAutoCommit && c.err == nil
+	reconnecting := c.sess == nil
 	c.mu.Unlock()
 	var err error
-	if auto {
+	if auto && reconnecting {
+		err = &Error{Code: CodeUnavailable, Retriable: true,
+			Message: "closed while reconnecting: no final commit; records returned since the last commit will be delivered again"}
+	} else if auto {
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultCloseTimeout)
 		err = c.commit(ctx, offs)
 		cancel()

@@ -186,6 +186,9 @@ func WithAutoCommitInterval(d time.Duration) SubscribeOption {
 
 // WithPerformanceRecords also delivers ModePerformance records (live only,
 // from the broker's in-memory ring; their offsets are a separate sequence).
+// They arrive with Mode ModePerformance, packed subscription or not, and
+// never count as the consumer's progress: Ack, Nack and Commit(msgs...)
+// refuse them with ErrNotDurable.
 func WithPerformanceRecords() SubscribeOption {
 	return func(c *subscribeConfig) { c.performance = true }
 }

@@ -281,7 +281,9 @@ func (c *Consumer) deliver(d *hermesv1.Deliveries) error {
 	defer c.mu.Unlock()
 	c.missed += d.GetMissed()
 	for _, q := range qs {
-		if n, ok := c.next[q.m.Partition]; ok && c.cfg.group == "" && q.m.Offset < n {
+		// Dropping by offset compares log offsets: never a performance
+		// record's ring offset.
+		if n, ok := c.next[q.m.Partition]; ok && c.cfg.group == "" && durable(q.m) && q.m.Offset < n {
 			c.oweCredit(1, q.cost) // already returned before a reconnect
 			continue
 		}
@@ -296,16 +298,24 @@ func (c *Consumer) deliver(d *hermesv1.Deliveries) error {
 	return nil
 }
 
+// recordCredit and batchCredit are the byte credit the broker charges for
+// what it sends (the contract of hermes.v1.Credit): the encoded size of
+// each Record message, the length of each RecordBatch's data. The
+// consumer gives back exactly these amounts, no more and no less, so its
+// byte credit neither leaks nor grows.
+func recordCredit(r *hermesv1.Record) int64     { return int64(proto.Size(r)) }
+func batchCredit(b *hermesv1.RecordBatch) int64 { return int64(len(b.GetData())) }
+
 // decode turns a Deliveries message into queue entries, charging each
-// record the credit bytes it took: its share of its packed batch, or its
-// encoded size.
+// record the credit bytes it took: recordCredit, or its share of its
+// packed batch's batchCredit (the shares of a batch add up to it).
 func (c *Consumer) decode(d *hermesv1.Deliveries) ([]queued, error) {
 	var out []queued
 	if rs := d.GetRecords(); len(rs) > 0 {
 		ms := make([]Message, len(rs))
 		for i, r := range rs {
 			messageFromProto(&ms[i], c.topic, r)
-			out = append(out, queued{m: &ms[i], cost: int64(proto.Size(r))})
+			out = append(out, queued{m: &ms[i], cost: recordCredit(r)})
 		}
 	}
 	for _, b := range d.GetBatches() {
@@ -314,9 +324,10 @@ func (c *Consumer) decode(d *hermesv1.Deliveries) ([]queued, error) {
 			return nil, err
 		}
 		if len(ms) == 0 {
-			continue
+			continue // empty data: a batch that validates holds at least one record
 		}
-		share, rest := int64(len(b.GetData()))/int64(len(ms)), int64(len(b.GetData()))%int64(len(ms))
+		total := batchCredit(b)
+		share, rest := total/int64(len(ms)), total%int64(len(ms))
 		for i := range ms {
 			out = append(out, queued{m: &ms[i], cost: share})
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,47 @@ func TestConsumerCredit(t *testing.T) {
 			}
 			if got := fb.subOpens[0].GetCreditRecords(); got != 10 || fb.subOpens[0].GetPacked() != packed {
 				t.Errorf("open: %v", fb.subOpens[0])
+			}
+		})
+	}
+}
+
+// TestConsumerCreditBytes: the consumer gives back exactly the byte
+// credit the broker charged (proto.Size of each Record, len(data) of each
+// RecordBatch), in both forms and with performance records and records
+// dropped as already returned: credit neither leaks nor grows.
+func TestConsumerCreditBytes(t *testing.T) {
+	for _, packed := range []bool{true, false} {
+		t.Run(fmt.Sprint("packed=", packed), func(t *testing.T) {
+			fb, c := startFake(t)
+			mustCreate(t, c, "t", 3)
+			cs, err := c.Subscribe(testCtx(t), "t", FromBeginning(), WithCredit(7, 1<<20), WithPacked(packed),
+				WithPerformanceRecords())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			fb.addPerf(1, 0, "perf")
+			readPerf(t, cs, 0)
+			publishN(t, c, "t", 100)
+			readN(t, cs, 100)
+			fb.addPerf(2, 1, strings.Repeat("p", 1000))
+			readPerf(t, cs, 1)
+			fb.mu.Lock()
+			fb.subBreak = 1 // the consumer re-reads after a break and drops what it returned
+			fb.mu.Unlock()
+			publishN(t, c, "t", 10)
+			readN(t, cs, 10)
+			waitFor(t, func() bool {
+				fb.mu.Lock()
+				defer fb.mu.Unlock()
+				return fb.grantedBytes == fb.chargedBytes
+			})
+			time.Sleep(20 * time.Millisecond) // nothing more may follow
+			fb.mu.Lock()
+			defer fb.mu.Unlock()
+			if fb.grantedBytes != fb.chargedBytes || fb.chargedBytes == 0 {
+				t.Errorf("granted %d bytes back for %d charged", fb.grantedBytes, fb.chargedBytes)
 			}
 		})
 	}
@@ -201,6 +243,32 @@ func TestConsumerReconnects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConsumerCloseWhileReconnecting: an auto-commit member closed while
+// its stream is broken cannot make the final commit and says so.
+func TestConsumerCloseWhileReconnecting(t *testing.T) {
+	fb, c := startFake(t, WithRetry(1000, 20*time.Millisecond))
+	mustCreate(t, c, "t", 1)
+	publishN(t, c, "t", 3)
+	cs, err := c.Subscribe(testCtx(t), "t", WithGroup("g"), FromBeginning(), WithAutoCommitInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readN(t, cs, 3)
+	fb.mu.Lock()
+	fb.subBreak, fb.subRefuse = 1, true
+	fb.mu.Unlock()
+	publishN(t, c, "t", 1) // the next delivery breaks the stream
+	waitFor(t, func() bool { fb.mu.Lock(); defer fb.mu.Unlock(); return len(fb.subOpens) >= 2 })
+	if err := cs.Close(); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Close while reconnecting: %v, want ErrUnavailable", err)
+	}
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if _, ok := fb.commit["g/0"]; ok {
+		t.Errorf("committed %d", fb.commit["g/0"])
 	}
 }
 

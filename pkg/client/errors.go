@@ -131,6 +131,11 @@ var (
 	// ErrWrongAckMode is returned by Consumer.Ack and Consumer.Nack unless
 	// the subscription uses AckPerMessage.
 	ErrWrongAckMode = errors.New("hermes client: ack/nack need AckPerMessage mode")
+	// ErrNotDurable is returned by Consumer.Ack, Consumer.Nack and
+	// Consumer.Commit given a ModePerformance record: its offset is one of
+	// the partition's in-memory ring, not of the durable log, so there is
+	// nothing to acknowledge or commit.
+	ErrNotDurable = errors.New("hermes client: performance record (ring offset): not acked or committed")
 )
 
 func sentinel(c Code) *Error { return &Error{Code: c, Retriable: codeTable[c].retriable} }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hermes-mq/hermes/pkg/record"
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
@@ -35,13 +36,24 @@ type fakeBroker struct {
 	breakAfter  int // abort a PublishStream after this many requests (0: never)
 	loseReply   int // apply the Nth stream request of a stream, then abort without answering
 	stall       bool
+	noRead      bool // PublishStream never reads its requests (flow control stops the client)
+	keepDups    bool // store records with known message ids again, as the real broker does today
 	streamsOpen int
-	subBreak    int // abort a subscription after this many deliveries, once
+	subBreak    int  // abort a subscription after this many deliveries, once
+	subRefuse   bool // refuse new subscriptions as UNAVAILABLE
 	subOpens    []*hermesv1.SubscribeOptions
 	dups        int // duplicate records dropped
 	granted     int // credit records granted back by subscribers
-	acked       []int64
-	commits     []*hermesv1.PartitionOffset
+	// Byte credit of the latest subscription, measured as the real broker
+	// charges it: proto.Size of each Record, len(data) of each RecordBatch.
+	chargedBytes int64
+	grantedBytes int64
+	// perf holds injected ModePerformance records (ring offsets set by
+	// the test), sent before durable ones to subscribers that include
+	// performance records.
+	perf    []*hermesv1.Record
+	acked   []int64
+	commits []*hermesv1.PartitionOffset
 }
 
 func newFakeBroker() *fakeBroker {
@@ -53,9 +65,15 @@ func newFakeBroker() *fakeBroker {
 // Client dialled to it.
 func startFake(t testing.TB, opts ...Option) (*fakeBroker, *Client) {
 	t.Helper()
+	return startFakeServer(t, nil, opts...)
+}
+
+// startFakeServer is startFake with options for the fake's gRPC server.
+func startFakeServer(t testing.TB, srvOpts []grpc.ServerOption, opts ...Option) (*fakeBroker, *Client) {
+	t.Helper()
 	fb := newFakeBroker()
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(srvOpts...)
 	hermesv1.RegisterHermesServer(srv, fb)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
@@ -108,17 +126,29 @@ func (f *fakeBroker) info(name string) *hermesv1.TopicInfo {
 	return ti
 }
 
+// addPerf makes a ModePerformance record with ring offset off in partition
+// part available to subscribers that include performance records.
+func (f *fakeBroker) addPerf(part int32, off int64, payload string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := [16]byte{0xff, byte(off)}
+	f.perf = append(f.perf, &hermesv1.Record{Offset: off, MessageId: id[:], Payload: []byte(payload),
+		TimestampUnixNano: time.Now().UnixNano(), Partition: part, DeliveryCount: 1})
+	close(f.newRec)
+	f.newRec = make(chan struct{})
+}
+
 // appendRecs appends recs to a partition, dropping known message ids, and
 // returns the offset of the first (for a duplicate: its first offset).
 // Lock: mu must be held.
 func (f *fakeBroker) appendRecs(topic string, part int32, recs []record.Record) (base int64) {
 	log := f.topics[topic][part]
 	base = int64(len(log))
-	if o, dup := f.seen[recs[0].MessageID]; dup {
+	if o, dup := f.seen[recs[0].MessageID]; dup && !f.keepDups {
 		base = o
 	}
 	for _, r := range recs {
-		if _, dup := f.seen[r.MessageID]; dup {
+		if _, dup := f.seen[r.MessageID]; dup && !f.keepDups {
 			f.dups++
 			continue
 		}
@@ -164,7 +194,12 @@ func (f *fakeBroker) Publish(_ context.Context, r *hermesv1.PublishRequest) (*he
 func (f *fakeBroker) PublishStream(st hermesv1.Hermes_PublishStreamServer) error {
 	f.mu.Lock()
 	f.streamsOpen++
+	noRead := f.noRead
 	f.mu.Unlock()
+	if noRead {
+		<-st.Context().Done()
+		return nil
+	}
 	for n := 1; ; n++ {
 		req, err := st.Recv()
 		if err != nil {
@@ -256,11 +291,17 @@ func (f *fakeBroker) Subscribe(st hermesv1.Hermes_SubscribeServer) error {
 	f.mu.Lock()
 	parts, ok := f.topics[o.GetTopic()]
 	f.subOpens = append(f.subOpens, o)
+	refuse := f.subRefuse
+	perfLive := len(f.perf) // performance records are live only
+	f.chargedBytes, f.grantedBytes = 0, 0
 	f.mu.Unlock()
+	if refuse {
+		return status.Error(codes.Unavailable, "injected: subscriptions refused")
+	}
 	if !ok {
 		return hermesErr(hermesv1.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, codes.NotFound, false, "no topic")
 	}
-	sub := &fakeSub{f: f, st: st, open: o, next: map[int32]int64{}, credit: int(o.GetCreditRecords())}
+	sub := &fakeSub{f: f, st: st, open: o, next: map[int32]int64{}, credit: int(o.GetCreditRecords()), perfSent: perfLive}
 	sub.start(len(parts))
 	if err := st.Send(&hermesv1.SubscribeResponse{Kind: &hermesv1.SubscribeResponse_Subscribed{
 		Subscribed: &hermesv1.Subscribed{MemberId: "m1", SessionTimeoutMs: 300}}}); err != nil {
@@ -277,12 +318,13 @@ func (f *fakeBroker) Subscribe(st hermesv1.Hermes_SubscribeServer) error {
 
 // fakeSub is one subscription of the fakeBroker.
 type fakeSub struct {
-	f      *fakeBroker
-	st     hermesv1.Hermes_SubscribeServer
-	open   *hermesv1.SubscribeOptions
-	parts  []int32
-	next   map[int32]int64
-	credit int
+	f        *fakeBroker
+	st       hermesv1.Hermes_SubscribeServer
+	open     *hermesv1.SubscribeOptions
+	parts    []int32
+	next     map[int32]int64
+	credit   int
+	perfSent int // records of f.perf sent (or older than the subscription)
 }
 
 func (s *fakeSub) start(n int) {
@@ -361,6 +403,13 @@ func (s *fakeSub) collect() (*hermesv1.Deliveries, <-chan struct{}) {
 	defer s.f.mu.Unlock()
 	d := &hermesv1.Deliveries{}
 	n := 0
+	for s.open.GetIncludePerformance() && s.perfSent < len(s.f.perf) && n < s.credit {
+		r := proto.Clone(s.f.perf[s.perfSent]).(*hermesv1.Record)
+		r.Mode = hermesv1.DeliveryMode_DELIVERY_MODE_PERFORMANCE
+		d.Records = append(d.Records, r)
+		s.perfSent++
+		n++
+	}
 	for _, p := range s.parts {
 		log := s.f.topics[s.open.GetTopic()][p]
 		take := min(int64(s.credit-n), int64(len(log))-s.next[p])
@@ -387,6 +436,12 @@ func (s *fakeSub) collect() (*hermesv1.Deliveries, <-chan struct{}) {
 		return nil, s.f.newRec
 	}
 	s.credit -= n
+	for _, r := range d.Records {
+		s.f.chargedBytes += int64(proto.Size(r))
+	}
+	for _, b := range d.Batches {
+		s.f.chargedBytes += int64(len(b.Data))
+	}
 	return d, nil
 }
 
@@ -397,6 +452,7 @@ func (s *fakeSub) request(r *hermesv1.SubscribeRequest) error {
 	case *hermesv1.SubscribeRequest_Credit:
 		s.credit += int(k.Credit.GetRecords())
 		s.f.granted += int(k.Credit.GetRecords())
+		s.f.grantedBytes += k.Credit.GetBytes()
 	case *hermesv1.SubscribeRequest_Ack:
 		for _, po := range k.Ack.GetRecords() {
 			s.f.acked = append(s.f.acked, po.GetOffset())

@@ -176,6 +176,57 @@ func TestIntegrationGroupCommit(t *testing.T) {
 	}
 }
 
+// TestIntegrationPerformanceRecords: performance records (ring offsets
+// 0..24) read before durable records 0..19 neither hide those records
+// from a consumer without group nor become a group's committed offset.
+func TestIntegrationPerformanceRecords(t *testing.T) {
+	b := startBroker(t)
+	c := b.dial()
+	ctx := testCtx(t)
+	mustCreate(t, c, "t", 1)
+	plain, err := c.Subscribe(ctx, "t", FromBeginning(), WithPerformanceRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	member, err := c.Subscribe(ctx, "t", WithGroup("g"), FromBeginning(), WithPerformanceRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	waitFor(t, func() bool { return len(member.Assignment()) == 1 })
+	var perf []*Message
+	for i := range 25 {
+		perf = append(perf, &Message{Payload: []byte(fmt.Sprint("perf", i))})
+	}
+	if _, err := c.Publish(ctx, "t", perf, WithMode(ModePerformance)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range []*Consumer{plain, member} {
+		for i := range 25 {
+			m, err := cs.Next(ctx)
+			if err != nil || m.Mode != ModePerformance || m.Offset != int64(i) {
+				t.Fatalf("performance record %d: %+v %v", i, m, err)
+			}
+		}
+	}
+	publishN(t, c, "t", 20)
+	for _, cs := range []*Consumer{plain, member} {
+		for i, m := range readN(t, cs, 20) {
+			if m.Mode == ModePerformance || m.Offset != int64(i) {
+				t.Fatalf("durable record %d: mode %v offset %d", i, m.Mode, m.Offset)
+			}
+		}
+	}
+	if err := member.Close(); err != nil { // auto commit of the 20 durable records
+		t.Fatal(err)
+	}
+	g, err := c.DescribeGroup(ctx, "g")
+	if err != nil || len(g.Partitions) != 1 || g.Partitions[0].Committed != 20 {
+		t.Fatalf("group after close: %+v %v, want committed 20", g, err)
+	}
+}
+
 // TestIntegrationPerMessageAck: an unacked record comes back after the
 // ack wait with a higher delivery count.
 func TestIntegrationPerMessageAck(t *testing.T) {

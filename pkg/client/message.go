@@ -59,8 +59,10 @@ type Header struct {
 }
 
 // MessageID is a record's unique id: a UUIDv7 made by this package when the
-// publisher leaves it zero. Retries resend the same id, which the broker
-// uses to drop duplicates.
+// publisher leaves it zero. Retries resend the same id. The broker does not
+// drop duplicates yet: a record retried after a lost acknowledgement may be
+// stored (and delivered) twice, and its copies carry the same id, by which
+// consumers can recognise them.
 type MessageID [16]byte
 
 // IsZero reports whether id is unset.

@@ -71,7 +71,10 @@ func WithMaxInFlight(n int) ProducerOption {
 // per partition and pipelines packed batches over one PublishStream.
 // It is safe for concurrent use. Retriable failures (RESOURCE_EXHAUSTED,
 // UNAVAILABLE, a broken stream) are retried with the same message ids, up
-// to the Client's RetryPolicy attempts per batch.
+// to the Client's RetryPolicy attempts per batch. The broker does not drop
+// duplicates yet: a batch resent after its answer was lost (a broken
+// stream) may be stored twice, each copy with the same message ids, so
+// consumers can recognise them.
 //
 // The partition count is read once at creation: partitions added later
 // receive no records from this Producer.
@@ -253,7 +256,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 
 // Close stops accepting records, flushes those buffered (bounded by ctx),
 // and releases the stream. Records not acknowledged when ctx ends fail
-// with ErrClosed, and Close returns ctx.Err(). Close is idempotent.
+// with ErrClosed, and Close returns ctx.Err() soon after ctx ends, even
+// when the broker stopped reading the stream (its streams are cancelled).
+// Close is idempotent.
 func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -271,6 +276,13 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.stopping = true
 	p.mu.Unlock()
 	close(p.stopCh)
+	if err != nil {
+		// Records are left: the sender may be blocked in stream.Send by
+		// HTTP/2 flow control (a broker that stopped reading), which only
+		// the stream's context ends. From here on every failure of the
+		// producer's streams is reported as ErrClosed (closing).
+		p.cancel()
+	}
 	<-p.senderDone
 	p.mu.Lock()
 	left := make([]*batch, 0, len(p.live))

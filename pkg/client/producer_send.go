@@ -55,6 +55,9 @@ func (p *Producer) runSender() {
 				failures = 0
 				continue
 			}
+			if p.closing() {
+				return // Close fails what is left with ErrClosed
+			}
 			failures++
 			p.c.log.Warn("hermes: publish stream connect failed", "topic", p.topic, "attempt", failures, "err", err)
 			p.failAttempt(err)
@@ -216,12 +219,20 @@ func (p *Producer) requeue(b *batch) {
 	p.signal()
 }
 
+// closing reports whether Close cancelled the producer's streams.
+func (p *Producer) closing() bool { return p.ctx.Err() != nil }
+
 // streamFailed retires s and requeues (or fails, once out of attempts)
 // the batches that were in flight on it: whether the broker got them is
-// unknown, and resending the same ids is safe.
+// unknown, and resending them is allowed (the same message ids let
+// consumers recognise a record stored twice). Once Close cancelled the
+// streams, they fail with ErrClosed.
 func (p *Producer) streamFailed(s *pubStream, recvErr error) {
 	err := fromRPC(p.ctx, recvErr)
-	if errors.Is(recvErr, io.EOF) {
+	switch {
+	case p.closing():
+		err = ErrClosed
+	case errors.Is(recvErr, io.EOF):
 		err = &Error{Code: CodeUnavailable, Retriable: true, Message: "publish stream closed by the broker"}
 	}
 	p.mu.Lock()
@@ -254,7 +265,7 @@ func (p *Producer) streamFailed(s *pubStream, recvErr error) {
 // streamRetriable reports whether a stream-level failure is worth a new
 // stream: yes unless the Producer is closing or the broker said it is not.
 func streamRetriable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var e *Error

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -107,7 +109,8 @@ func TestProducerRetriesExhausted(t *testing.T) {
 
 // TestProducerLostReplyResendsSameIDs: the broker applies a batch and the
 // stream breaks before its answer; the producer reconnects and resends
-// the same ids, which the broker drops as duplicates.
+// the same ids, which this fake drops as duplicates (the real broker does
+// not yet: see TestProducerLostReplyStoresTwice).
 func TestProducerLostReplyResendsSameIDs(t *testing.T) {
 	fb, c := startFake(t)
 	mustCreate(t, c, "t", 2)
@@ -126,6 +129,57 @@ func TestProducerLostReplyResendsSameIDs(t *testing.T) {
 	checkAcks(t, fb, "t", futs)
 	if fb.dups == 0 || fb.streamsOpen < 2 {
 		t.Errorf("dups %d, streams %d: the lost reply was not retried on a new stream", fb.dups, fb.streamsOpen)
+	}
+}
+
+// TestProducerLostReplyStoresTwice: as the real broker today, the fake
+// keeps duplicates; the batch resent after a lost answer is stored twice,
+// and both copies carry the same message ids, by which a consumer can
+// recognise them (the documented contract of retries).
+func TestProducerLostReplyStoresTwice(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "t", 1)
+	fb.keepDups, fb.loseReply = true, 2
+	p, err := c.NewProducer(testCtx(t), "t", WithMaxBatchRecords(10), WithMaxInFlight(1), WithLinger(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futs []*Future // three full batches of 10
+	for i := range 30 {
+		futs = append(futs, p.Publish(testCtx(t), &Message{Payload: []byte(fmt.Sprint(i))}))
+	}
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	copies := map[MessageID][]string{}
+	fb.mu.Lock()
+	for _, r := range fb.topics["t"][0] {
+		copies[MessageID(r.MessageID)] = append(copies[MessageID(r.MessageID)], string(r.Payload))
+	}
+	stored := len(fb.topics["t"][0])
+	fb.mu.Unlock()
+	twice := 0
+	for i, f := range futs {
+		a, err := f.Wait(testCtx(t))
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		cs := copies[a.ID]
+		for _, pl := range cs {
+			if pl != fmt.Sprint(i) {
+				t.Fatalf("record %d: id %v also names payload %q", i, a.ID, pl)
+			}
+		}
+		switch len(cs) {
+		case 1:
+		case 2:
+			twice++
+		default:
+			t.Fatalf("record %d stored %d times", i, len(cs))
+		}
+	}
+	if twice != 10 || stored != 40 {
+		t.Errorf("%d records stored twice, %d stored in all; want the lost batch's 10, 40", twice, stored)
 	}
 }
 
@@ -179,6 +233,48 @@ func TestProducerBufferBound(t *testing.T) {
 	for _, f := range futs {
 		if err := waitErr(t, f); !errors.Is(err, ErrClosed) {
 			t.Errorf("pending future after close: %v", err)
+		}
+	}
+}
+
+// TestProducerCloseBrokerNotReading: the broker stops reading the stream,
+// so HTTP/2 flow control blocks the sender inside stream.Send; Close with
+// a 300 ms ctx must still return soon, failing what is left with
+// ErrClosed.
+func TestProducerCloseBrokerNotReading(t *testing.T) {
+	// A fixed 64 KiB window (no BDP growth) so that flow control blocks soon.
+	fb, c := startFakeServer(t, []grpc.ServerOption{grpc.InitialWindowSize(64 << 10), grpc.InitialConnWindowSize(64 << 10)})
+	mustCreate(t, c, "t", 1)
+	fb.noRead = true
+	p, err := c.NewProducer(testCtx(t), "t", WithMaxBatchBytes(32<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futs []*Future
+	for range 64 { // 1 MiB, far beyond the windows and gRPC's write buffers
+		futs = append(futs, p.Publish(testCtx(t), &Message{Payload: make([]byte, 16<<10)}))
+	}
+	waitFor(t, func() bool { fb.mu.Lock(); defer fb.mu.Unlock(); return fb.streamsOpen > 0 })
+	time.Sleep(100 * time.Millisecond) // let the sender fill the windows and block
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(ctx) }()
+	select {
+	case err := <-closed:
+		if err == nil {
+			t.Errorf("Close returned nil with records unacknowledged")
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Close took %v", d)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close did not return within 3s")
+	}
+	for i, f := range futs {
+		if err := waitErr(t, f); !errors.Is(err, ErrClosed) {
+			t.Fatalf("record %d after Close: %v, want ErrClosed", i, err)
 		}
 	}
 }

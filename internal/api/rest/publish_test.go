@@ -223,6 +223,13 @@ func TestPublishBytesInFlightBound(t *testing.T) {
 	e := newEnv(t, broker.Config{}, Options{MaxPublishBytes: 1000})
 	e.createTopic("t", 1)
 	e.publish("t", map[string]any{"payload": strings.Repeat("x", 2000)}) // alone: let through
+	// The handler releases its budget after the response is written: wait
+	// for that, or the slow request below would find it held and get 429.
+	budgetIs := func(what string, want int64) {
+		t.Helper()
+		eventually(t, waitEvent, what, func() bool { return e.api.publishBytes.inUse() == want })
+	}
+	budgetIs("the first publish releases its budget", 0)
 	// A body of unknown length counts as MaxRecordsBody while it arrives.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/topics/t/records", pr)
@@ -235,6 +242,10 @@ func TestPublishBytesInFlightBound(t *testing.T) {
 		slow <- resp
 	}()
 	pw.Write([]byte(`{"payload":"` + strings.Repeat("x", 64<<10))) // more than the client buffers before sending
+	// Probe only once the slow request holds the budget: a probe handled
+	// before it arrives is let through (nothing held) and, while handled,
+	// would make the slow request the one refused.
+	budgetIs("the slow publish holds the budget", MaxRecordsBody)
 	var info errorInfo
 	var hdr http.Header
 	eventually(t, waitEvent, "the bound is reached", func() bool {
@@ -254,5 +265,6 @@ func TestPublishBytesInFlightBound(t *testing.T) {
 	if resp := <-slow; resp == nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the slow publish: %+v", resp)
 	}
+	budgetIs("the slow publish releases its budget", 0)
 	e.publish("t", map[string]any{"payload": "after"}) // released
 }
