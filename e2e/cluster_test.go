@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -195,4 +197,31 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	cs[leader], _ = dial(t, nodes[leader])
 	checkReplicas("after the old leader's restart")
 	t.Logf("%d acknowledged records on all three nodes, byte-identical", len(acked))
+
+	// hermes cluster status --json names the true leader and the replicas.
+	current, _ := publishToLeader(t, cs, live, "replicated", newIDs(1))
+	out, err := exec.Command(testcluster.Binary(t), "cluster", "status", "--json", "--addr", nodes[0].GRPCAddr).Output()
+	if err != nil {
+		t.Fatalf("hermes cluster status: %v", err)
+	}
+	var st struct {
+		Nodes []struct {
+			ID        uint64
+			Reachable bool
+		}
+		Partitions []struct {
+			Topic     string
+			Partition int32
+			Leader    uint64
+			Replicas  []uint64
+			Lag       map[string]uint64
+		}
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("cluster status JSON: %v\n%s", err, out)
+	}
+	if len(st.Nodes) != 3 || len(st.Partitions) != 1 || st.Partitions[0].Topic != "replicated" ||
+		st.Partitions[0].Leader != uint64(current+1) || len(st.Partitions[0].Replicas) != 3 || len(st.Partitions[0].Lag) != 3 {
+		t.Fatalf("cluster status (leader is node %d):\n%s", current+1, out)
+	}
 }

@@ -96,6 +96,7 @@ func newTopicCreateCmd() *cobra.Command {
 		mode        string
 		ifNotExists bool
 		asJSON      bool
+		rf          int32
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -107,7 +108,8 @@ func newTopicCreateCmd() *cobra.Command {
 				return err
 			}
 			opts := []client.TopicOption{client.WithPartitionCount(partitions), client.WithRetention(retention),
-				client.WithRetentionBytes(retBytes), client.WithMaxMessageBytes(maxMsgBytes), client.WithDefaultMode(m)}
+				client.WithRetentionBytes(retBytes), client.WithMaxMessageBytes(maxMsgBytes), client.WithDefaultMode(m),
+				client.WithReplicationFactor(rf)}
 			if ifNotExists {
 				opts = append(opts, client.IfNotExists())
 			}
@@ -137,6 +139,7 @@ func newTopicCreateCmd() *cobra.Command {
 	f.Int32Var(&maxMsgBytes, "max-message-bytes", 0, "largest record accepted (0: broker default, 1 MiB)")
 	f.StringVar(&mode, "mode", "", "default delivery mode: consistent, eventual or performance (default consistent)")
 	f.BoolVar(&ifNotExists, "if-not-exists", false, "succeed without change when the topic exists")
+	f.Int32Var(&rf, "replication-factor", 0, "replicas of each partition on a cluster (0: the cluster's default, min(3, nodes))")
 	f.BoolVar(&asJSON, "json", false, "print the topic as JSON")
 	return cmd
 }

@@ -331,3 +331,48 @@ func (b *Broker) leaderAddr(node uint64) string {
 	}
 	return ""
 }
+
+// ClusterPartition is one partition as this node sees it.
+type ClusterPartition struct {
+	Topic     string
+	Partition int32
+	Leader    uint64 // 0: unknown here
+	Replicas  []uint64
+	// Lag, in Raft entries behind the leader, per replica; only when this
+	// node leads the partition.
+	Lag           map[uint64]uint64
+	HighWatermark int64
+}
+
+// ClusterStatus is what this node knows of the cluster.
+type ClusterStatus struct {
+	NodeID         uint64 // 0 on a single node
+	MetadataLeader uint64
+	Nodes          []ClusterNode
+	Partitions     []ClusterPartition
+}
+
+// DescribeCluster reports the nodes and every partition's leader, replicas
+// and (where this node leads) its followers' lag.
+func (b *Broker) DescribeCluster() ClusterStatus {
+	if b.cl == nil {
+		return ClusterStatus{}
+	}
+	st := ClusterStatus{NodeID: b.cl.cfg.NodeID, MetadataLeader: b.cl.meta.Leader(), Nodes: b.ClusterNodes()}
+	for _, ti := range b.Topics() {
+		t, err := b.topic(ti.Name)
+		if err != nil {
+			continue
+		}
+		for _, p := range t.parts {
+			cp := ClusterPartition{Topic: t.name, Partition: p.id, Replicas: slices.Clone(p.replicas)}
+			if p.rep != nil {
+				cp.Leader = p.rep.Leader()
+				cp.Lag, _ = p.rep.Progress()
+				_, cp.HighWatermark = p.offsets()
+			}
+			st.Partitions = append(st.Partitions, cp)
+		}
+	}
+	return st
+}

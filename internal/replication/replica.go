@@ -119,6 +119,9 @@ type Replica struct {
 
 	propc chan *proposal
 	recvc chan *pb.Message
+	// calls runs functions on the loop goroutine (RawNode is not safe for
+	// concurrent use).
+	calls chan func()
 	stopc chan struct{}
 	done  chan struct{}
 
@@ -157,7 +160,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 	}
 	r := &Replica{
 		cfg: cfg, store: store, rn: rn, tr: tr,
-		propc: make(chan *proposal, cfg.MaxQueue), recvc: make(chan *pb.Message, 4096),
+		propc: make(chan *proposal, cfg.MaxQueue), recvc: make(chan *pb.Message, 4096), calls: make(chan func()),
 		stopc: make(chan struct{}), done: make(chan struct{}),
 		pending: make(map[uint64]*pendingEntry), byIndex: make(map[uint64]*pendingEntry),
 	}
@@ -199,6 +202,40 @@ func (r *Replica) Leader() uint64 {
 	return r.leader.Load()
 }
 
+// Progress returns, when this replica leads its group, how many entries
+// each replica is behind the leader's last entry (ok false otherwise or
+// when the replica stopped).
+func (r *Replica) Progress() (lag map[uint64]uint64, ok bool) {
+	done := make(chan struct{})
+	f := func() {
+		defer close(done)
+		st := r.rn.Status()
+		if st.RaftState != raft.StateLeader {
+			return
+		}
+		last := st.GetCommit()
+		if li, err := r.store.LastIndex(); err == nil {
+			last = li
+		}
+		lag = make(map[uint64]uint64, len(st.Progress))
+		for id, pr := range st.Progress {
+			if pr.Match < last {
+				lag[id] = last - pr.Match
+			} else {
+				lag[id] = 0
+			}
+		}
+		ok = true
+	}
+	select {
+	case r.calls <- f:
+		<-done
+		return lag, ok
+	case <-r.stopc:
+		return nil, false
+	}
+}
+
 // Stop stops the loop and fails what is pending with ErrStopped.
 func (r *Replica) Stop() {
 	close(r.stopc)
@@ -221,6 +258,8 @@ func (r *Replica) run() {
 			r.drainInbox()
 		case p := <-r.propc:
 			r.propose(p)
+		case f := <-r.calls:
+			f()
 		}
 		if err := r.handleReadies(); err != nil {
 			r.cfg.Logger.Error("replica storage failed; stopping the group", "group", r.cfg.Group, "err", err)

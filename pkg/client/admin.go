@@ -25,6 +25,9 @@ type TopicConfig struct {
 	DefaultMode Mode
 	// SegmentBytes is the log segment size (default 64 MiB).
 	SegmentBytes int64
+	// ReplicationFactor is the number of replicas of each partition on a
+	// cluster (0 on a single node or for the cluster's default).
+	ReplicationFactor int32
 }
 
 // PartitionInfo describes one partition of a topic.
@@ -79,6 +82,12 @@ func WithDefaultMode(m Mode) TopicOption {
 // WithSegmentBytes sets the log segment size of a new topic.
 func WithSegmentBytes(n int64) TopicOption {
 	return func(r *hermesv1.CreateTopicRequest) { r.Config.SegmentBytes = n }
+}
+
+// WithReplicationFactor sets how many nodes hold each partition of a new
+// topic on a cluster (default min(3, nodes)); a single node ignores it.
+func WithReplicationFactor(n int32) TopicOption {
+	return func(r *hermesv1.CreateTopicRequest) { r.Config.ReplicationFactor = n }
 }
 
 // IfNotExists makes CreateTopic succeed, without changing anything, when
@@ -152,12 +161,13 @@ func topicFromProto(t *hermesv1.TopicInfo) *TopicInfo {
 	info := &TopicInfo{
 		Name: t.GetName(),
 		Config: TopicConfig{
-			Partitions:      cfg.GetPartitions(),
-			Retention:       time.Duration(cfg.GetRetentionMs()) * time.Millisecond,
-			RetentionBytes:  cfg.GetRetentionBytes(),
-			MaxMessageBytes: cfg.GetMaxMessageBytes(),
-			DefaultMode:     Mode(cfg.GetDefaultMode()),
-			SegmentBytes:    cfg.GetSegmentBytes(),
+			Partitions:        cfg.GetPartitions(),
+			Retention:         time.Duration(cfg.GetRetentionMs()) * time.Millisecond,
+			RetentionBytes:    cfg.GetRetentionBytes(),
+			MaxMessageBytes:   cfg.GetMaxMessageBytes(),
+			DefaultMode:       Mode(cfg.GetDefaultMode()),
+			SegmentBytes:      cfg.GetSegmentBytes(),
+			ReplicationFactor: cfg.GetReplicationFactor(),
 		},
 	}
 	for _, p := range t.GetPartitions() {

@@ -231,3 +231,21 @@ func (s *Service) Health(ctx context.Context, req *pb.HealthRequest) (*pb.Health
 	}
 	return &pb.HealthResponse{Status: st, NodeId: s.b.NodeID(), Version: s.version}, nil
 }
+
+func (s *Service) DescribeCluster(ctx context.Context, req *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
+	st := s.b.DescribeCluster()
+	resp := &pb.DescribeClusterResponse{NodeId: st.NodeID, MetadataLeader: st.MetadataLeader}
+	for _, n := range st.Nodes {
+		resp.Nodes = append(resp.Nodes, &pb.ClusterNode{Id: n.ID, GrpcAddress: n.GRPCAddr, HttpAddress: n.HTTPAddr})
+	}
+	for _, p := range st.Partitions {
+		cp := &pb.ClusterPartition{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, Replicas: p.Replicas, HighWatermark: p.HighWatermark}
+		for _, id := range p.Replicas {
+			if lag, ok := p.Lag[id]; ok {
+				cp.Progress = append(cp.Progress, &pb.ReplicaProgress{Node: id, LagEntries: lag})
+			}
+		}
+		resp.Partitions = append(resp.Partitions, cp)
+	}
+	return resp, nil
+}

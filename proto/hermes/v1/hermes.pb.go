@@ -3229,6 +3229,310 @@ func (x *HealthResponse) GetVersion() string {
 	return ""
 }
 
+type DescribeClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeClusterRequest) Reset() {
+	*x = DescribeClusterRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClusterRequest) ProtoMessage() {}
+
+func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
+func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{45}
+}
+
+type ClusterNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	GrpcAddress   string                 `protobuf:"bytes,2,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	HttpAddress   string                 `protobuf:"bytes,3,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterNode) Reset() {
+	*x = ClusterNode{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterNode) ProtoMessage() {}
+
+func (x *ClusterNode) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
+func (*ClusterNode) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ClusterNode) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ClusterNode) GetGrpcAddress() string {
+	if x != nil {
+		return x.GrpcAddress
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
+	}
+	return ""
+}
+
+type ReplicaProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  uint64                 `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Raft entries the replica is behind the leader's last entry.
+	LagEntries    uint64 `protobuf:"varint,2,opt,name=lag_entries,json=lagEntries,proto3" json:"lag_entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaProgress) Reset() {
+	*x = ReplicaProgress{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaProgress) ProtoMessage() {}
+
+func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
+func (*ReplicaProgress) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ReplicaProgress) GetNode() uint64 {
+	if x != nil {
+		return x.Node
+	}
+	return 0
+}
+
+func (x *ReplicaProgress) GetLagEntries() uint64 {
+	if x != nil {
+		return x.LagEntries
+	}
+	return 0
+}
+
+type ClusterPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// 0 when no leader is known here.
+	Leader   uint64   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Replicas []uint64 `protobuf:"varint,4,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// Filled in only by the partition's leader.
+	Progress      []*ReplicaProgress `protobuf:"bytes,5,rep,name=progress,proto3" json:"progress,omitempty"`
+	HighWatermark int64              `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterPartition) Reset() {
+	*x = ClusterPartition{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterPartition) ProtoMessage() {}
+
+func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
+func (*ClusterPartition) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ClusterPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ClusterPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ClusterPartition) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *ClusterPartition) GetReplicas() []uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *ClusterPartition) GetProgress() []*ReplicaProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *ClusterPartition) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+type DescribeClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 on a single node (no cluster).
+	NodeId         uint64              `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	MetadataLeader uint64              `protobuf:"varint,2,opt,name=metadata_leader,json=metadataLeader,proto3" json:"metadata_leader,omitempty"`
+	Nodes          []*ClusterNode      `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Partitions     []*ClusterPartition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DescribeClusterResponse) Reset() {
+	*x = DescribeClusterResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeClusterResponse) ProtoMessage() {}
+
+func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
+func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DescribeClusterResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetMetadataLeader() uint64 {
+	if x != nil {
+		return x.MetadataLeader
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetNodes() []*ClusterNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *DescribeClusterResponse) GetPartitions() []*ClusterPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_proto_hermes_v1_hermes_proto protoreflect.FileDescriptor
 
 const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
@@ -3463,7 +3767,30 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x0eHealthResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion*\x86\x01\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\"\x18\n" +
+	"\x16DescribeClusterRequest\"c\n" +
+	"\vClusterNode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12!\n" +
+	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12!\n" +
+	"\fhttp_address\x18\x03 \x01(\tR\vhttpAddress\"F\n" +
+	"\x0fReplicaProgress\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\x04R\x04node\x12\x1f\n" +
+	"\vlag_entries\x18\x02 \x01(\x04R\n" +
+	"lagEntries\"\xd9\x01\n" +
+	"\x10ClusterPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x04R\x06leader\x12\x1a\n" +
+	"\breplicas\x18\x04 \x03(\x04R\breplicas\x126\n" +
+	"\bprogress\x18\x05 \x03(\v2\x1a.hermes.v1.ReplicaProgressR\bprogress\x12%\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xc6\x01\n" +
+	"\x17DescribeClusterResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12'\n" +
+	"\x0fmetadata_leader\x18\x02 \x01(\x04R\x0emetadataLeader\x12,\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x16.hermes.v1.ClusterNodeR\x05nodes\x12;\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\v2\x1b.hermes.v1.ClusterPartitionR\n" +
+	"partitions*\x86\x01\n" +
 	"\fDeliveryMode\x12\x1d\n" +
 	"\x19DELIVERY_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18DELIVERY_MODE_CONSISTENT\x10\x01\x12\x1a\n" +
@@ -3490,7 +3817,7 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x18\n" +
-	"\x14ACK_MODE_PER_MESSAGE\x10\x022\x8b\a\n" +
+	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xe5\a\n" +
 	"\x06Hermes\x12L\n" +
 	"\vCreateTopic\x12\x1d.hermes.v1.CreateTopicRequest\x1a\x1e.hermes.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.hermes.v1.DeleteTopicRequest\x1a\x1e.hermes.v1.DeleteTopicResponse\x12I\n" +
@@ -3505,7 +3832,8 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12\x1c.hermes.v1.ListGroupsRequest\x1a\x1d.hermes.v1.ListGroupsResponse\x12R\n" +
 	"\rDescribeGroup\x12\x1f.hermes.v1.DescribeGroupRequest\x1a .hermes.v1.DescribeGroupResponse\x12=\n" +
-	"\x06Health\x12\x18.hermes.v1.HealthRequest\x1a\x19.hermes.v1.HealthResponseB6Z4github.com/hermes-mq/hermes/proto/hermes/v1;hermesv1b\x06proto3"
+	"\x06Health\x12\x18.hermes.v1.HealthRequest\x1a\x19.hermes.v1.HealthResponse\x12X\n" +
+	"\x0fDescribeCluster\x12!.hermes.v1.DescribeClusterRequest\x1a\".hermes.v1.DescribeClusterResponseB6Z4github.com/hermes-mq/hermes/proto/hermes/v1;hermesv1b\x06proto3"
 
 var (
 	file_proto_hermes_v1_hermes_proto_rawDescOnce sync.Once
@@ -3520,56 +3848,61 @@ func file_proto_hermes_v1_hermes_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_hermes_v1_hermes_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_proto_hermes_v1_hermes_proto_goTypes = []any{
-	(DeliveryMode)(0),             // 0: hermes.v1.DeliveryMode
-	(ErrorCode)(0),                // 1: hermes.v1.ErrorCode
-	(AckMode)(0),                  // 2: hermes.v1.AckMode
-	(*ErrorInfo)(nil),             // 3: hermes.v1.ErrorInfo
-	(*Header)(nil),                // 4: hermes.v1.Header
-	(*Record)(nil),                // 5: hermes.v1.Record
-	(*RecordBatch)(nil),           // 6: hermes.v1.RecordBatch
-	(*TopicConfig)(nil),           // 7: hermes.v1.TopicConfig
-	(*PartitionInfo)(nil),         // 8: hermes.v1.PartitionInfo
-	(*TopicInfo)(nil),             // 9: hermes.v1.TopicInfo
-	(*CreateTopicRequest)(nil),    // 10: hermes.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 11: hermes.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),    // 12: hermes.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),   // 13: hermes.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),     // 14: hermes.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 15: hermes.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),  // 16: hermes.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil), // 17: hermes.v1.DescribeTopicResponse
-	(*PublishRequest)(nil),        // 18: hermes.v1.PublishRequest
-	(*RecordAck)(nil),             // 19: hermes.v1.RecordAck
-	(*PublishResponse)(nil),       // 20: hermes.v1.PublishResponse
-	(*FetchRequest)(nil),          // 21: hermes.v1.FetchRequest
-	(*FetchResponse)(nil),         // 22: hermes.v1.FetchResponse
-	(*StartPosition)(nil),         // 23: hermes.v1.StartPosition
-	(*SubscribeOptions)(nil),      // 24: hermes.v1.SubscribeOptions
-	(*Credit)(nil),                // 25: hermes.v1.Credit
-	(*PartitionOffset)(nil),       // 26: hermes.v1.PartitionOffset
-	(*AckRequest)(nil),            // 27: hermes.v1.AckRequest
-	(*NackRequest)(nil),           // 28: hermes.v1.NackRequest
-	(*CommitRequest)(nil),         // 29: hermes.v1.CommitRequest
-	(*Heartbeat)(nil),             // 30: hermes.v1.Heartbeat
-	(*SubscribeRequest)(nil),      // 31: hermes.v1.SubscribeRequest
-	(*Subscribed)(nil),            // 32: hermes.v1.Subscribed
-	(*Assignment)(nil),            // 33: hermes.v1.Assignment
-	(*Deliveries)(nil),            // 34: hermes.v1.Deliveries
-	(*CommitResult)(nil),          // 35: hermes.v1.CommitResult
-	(*SubscribeResponse)(nil),     // 36: hermes.v1.SubscribeResponse
-	(*CommitOffsetsRequest)(nil),  // 37: hermes.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil), // 38: hermes.v1.CommitOffsetsResponse
-	(*ListGroupsRequest)(nil),     // 39: hermes.v1.ListGroupsRequest
-	(*GroupSummary)(nil),          // 40: hermes.v1.GroupSummary
-	(*ListGroupsResponse)(nil),    // 41: hermes.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),  // 42: hermes.v1.DescribeGroupRequest
-	(*GroupMember)(nil),           // 43: hermes.v1.GroupMember
-	(*GroupPartition)(nil),        // 44: hermes.v1.GroupPartition
-	(*DescribeGroupResponse)(nil), // 45: hermes.v1.DescribeGroupResponse
-	(*HealthRequest)(nil),         // 46: hermes.v1.HealthRequest
-	(*HealthResponse)(nil),        // 47: hermes.v1.HealthResponse
+	(DeliveryMode)(0),               // 0: hermes.v1.DeliveryMode
+	(ErrorCode)(0),                  // 1: hermes.v1.ErrorCode
+	(AckMode)(0),                    // 2: hermes.v1.AckMode
+	(*ErrorInfo)(nil),               // 3: hermes.v1.ErrorInfo
+	(*Header)(nil),                  // 4: hermes.v1.Header
+	(*Record)(nil),                  // 5: hermes.v1.Record
+	(*RecordBatch)(nil),             // 6: hermes.v1.RecordBatch
+	(*TopicConfig)(nil),             // 7: hermes.v1.TopicConfig
+	(*PartitionInfo)(nil),           // 8: hermes.v1.PartitionInfo
+	(*TopicInfo)(nil),               // 9: hermes.v1.TopicInfo
+	(*CreateTopicRequest)(nil),      // 10: hermes.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),     // 11: hermes.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),      // 12: hermes.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),     // 13: hermes.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),       // 14: hermes.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),      // 15: hermes.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),    // 16: hermes.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),   // 17: hermes.v1.DescribeTopicResponse
+	(*PublishRequest)(nil),          // 18: hermes.v1.PublishRequest
+	(*RecordAck)(nil),               // 19: hermes.v1.RecordAck
+	(*PublishResponse)(nil),         // 20: hermes.v1.PublishResponse
+	(*FetchRequest)(nil),            // 21: hermes.v1.FetchRequest
+	(*FetchResponse)(nil),           // 22: hermes.v1.FetchResponse
+	(*StartPosition)(nil),           // 23: hermes.v1.StartPosition
+	(*SubscribeOptions)(nil),        // 24: hermes.v1.SubscribeOptions
+	(*Credit)(nil),                  // 25: hermes.v1.Credit
+	(*PartitionOffset)(nil),         // 26: hermes.v1.PartitionOffset
+	(*AckRequest)(nil),              // 27: hermes.v1.AckRequest
+	(*NackRequest)(nil),             // 28: hermes.v1.NackRequest
+	(*CommitRequest)(nil),           // 29: hermes.v1.CommitRequest
+	(*Heartbeat)(nil),               // 30: hermes.v1.Heartbeat
+	(*SubscribeRequest)(nil),        // 31: hermes.v1.SubscribeRequest
+	(*Subscribed)(nil),              // 32: hermes.v1.Subscribed
+	(*Assignment)(nil),              // 33: hermes.v1.Assignment
+	(*Deliveries)(nil),              // 34: hermes.v1.Deliveries
+	(*CommitResult)(nil),            // 35: hermes.v1.CommitResult
+	(*SubscribeResponse)(nil),       // 36: hermes.v1.SubscribeResponse
+	(*CommitOffsetsRequest)(nil),    // 37: hermes.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),   // 38: hermes.v1.CommitOffsetsResponse
+	(*ListGroupsRequest)(nil),       // 39: hermes.v1.ListGroupsRequest
+	(*GroupSummary)(nil),            // 40: hermes.v1.GroupSummary
+	(*ListGroupsResponse)(nil),      // 41: hermes.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),    // 42: hermes.v1.DescribeGroupRequest
+	(*GroupMember)(nil),             // 43: hermes.v1.GroupMember
+	(*GroupPartition)(nil),          // 44: hermes.v1.GroupPartition
+	(*DescribeGroupResponse)(nil),   // 45: hermes.v1.DescribeGroupResponse
+	(*HealthRequest)(nil),           // 46: hermes.v1.HealthRequest
+	(*HealthResponse)(nil),          // 47: hermes.v1.HealthResponse
+	(*DescribeClusterRequest)(nil),  // 48: hermes.v1.DescribeClusterRequest
+	(*ClusterNode)(nil),             // 49: hermes.v1.ClusterNode
+	(*ReplicaProgress)(nil),         // 50: hermes.v1.ReplicaProgress
+	(*ClusterPartition)(nil),        // 51: hermes.v1.ClusterPartition
+	(*DescribeClusterResponse)(nil), // 52: hermes.v1.DescribeClusterResponse
 }
 var file_proto_hermes_v1_hermes_proto_depIdxs = []int32{
 	1,  // 0: hermes.v1.ErrorInfo.code:type_name -> hermes.v1.ErrorCode
@@ -3613,35 +3946,40 @@ var file_proto_hermes_v1_hermes_proto_depIdxs = []int32{
 	40, // 38: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
 	43, // 39: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
 	44, // 40: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
-	10, // 41: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
-	12, // 42: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
-	14, // 43: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
-	16, // 44: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
-	18, // 45: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
-	18, // 46: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
-	21, // 47: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
-	31, // 48: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
-	37, // 49: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
-	39, // 50: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
-	42, // 51: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
-	46, // 52: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
-	11, // 53: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
-	13, // 54: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
-	15, // 55: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
-	17, // 56: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
-	20, // 57: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
-	20, // 58: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
-	22, // 59: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
-	36, // 60: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
-	38, // 61: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
-	41, // 62: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
-	45, // 63: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
-	47, // 64: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
-	53, // [53:65] is the sub-list for method output_type
-	41, // [41:53] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	50, // 41: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
+	49, // 42: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
+	51, // 43: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
+	10, // 44: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
+	12, // 45: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
+	14, // 46: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
+	16, // 47: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
+	18, // 48: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
+	18, // 49: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
+	21, // 50: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
+	31, // 51: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
+	37, // 52: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
+	39, // 53: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
+	42, // 54: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
+	46, // 55: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
+	48, // 56: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
+	11, // 57: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
+	13, // 58: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
+	15, // 59: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
+	17, // 60: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
+	20, // 61: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
+	20, // 62: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
+	22, // 63: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
+	36, // 64: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
+	38, // 65: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
+	41, // 66: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
+	45, // 67: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
+	47, // 68: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
+	52, // 69: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
+	57, // [57:70] is the sub-list for method output_type
+	44, // [44:57] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_proto_hermes_v1_hermes_proto_init() }
@@ -3678,7 +4016,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_hermes_v1_hermes_proto_rawDesc), len(file_proto_hermes_v1_hermes_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   45,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,18 +33,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Hermes_CreateTopic_FullMethodName   = "/hermes.v1.Hermes/CreateTopic"
-	Hermes_DeleteTopic_FullMethodName   = "/hermes.v1.Hermes/DeleteTopic"
-	Hermes_ListTopics_FullMethodName    = "/hermes.v1.Hermes/ListTopics"
-	Hermes_DescribeTopic_FullMethodName = "/hermes.v1.Hermes/DescribeTopic"
-	Hermes_Publish_FullMethodName       = "/hermes.v1.Hermes/Publish"
-	Hermes_PublishStream_FullMethodName = "/hermes.v1.Hermes/PublishStream"
-	Hermes_Fetch_FullMethodName         = "/hermes.v1.Hermes/Fetch"
-	Hermes_Subscribe_FullMethodName     = "/hermes.v1.Hermes/Subscribe"
-	Hermes_CommitOffsets_FullMethodName = "/hermes.v1.Hermes/CommitOffsets"
-	Hermes_ListGroups_FullMethodName    = "/hermes.v1.Hermes/ListGroups"
-	Hermes_DescribeGroup_FullMethodName = "/hermes.v1.Hermes/DescribeGroup"
-	Hermes_Health_FullMethodName        = "/hermes.v1.Hermes/Health"
+	Hermes_CreateTopic_FullMethodName     = "/hermes.v1.Hermes/CreateTopic"
+	Hermes_DeleteTopic_FullMethodName     = "/hermes.v1.Hermes/DeleteTopic"
+	Hermes_ListTopics_FullMethodName      = "/hermes.v1.Hermes/ListTopics"
+	Hermes_DescribeTopic_FullMethodName   = "/hermes.v1.Hermes/DescribeTopic"
+	Hermes_Publish_FullMethodName         = "/hermes.v1.Hermes/Publish"
+	Hermes_PublishStream_FullMethodName   = "/hermes.v1.Hermes/PublishStream"
+	Hermes_Fetch_FullMethodName           = "/hermes.v1.Hermes/Fetch"
+	Hermes_Subscribe_FullMethodName       = "/hermes.v1.Hermes/Subscribe"
+	Hermes_CommitOffsets_FullMethodName   = "/hermes.v1.Hermes/CommitOffsets"
+	Hermes_ListGroups_FullMethodName      = "/hermes.v1.Hermes/ListGroups"
+	Hermes_DescribeGroup_FullMethodName   = "/hermes.v1.Hermes/DescribeGroup"
+	Hermes_Health_FullMethodName          = "/hermes.v1.Hermes/Health"
+	Hermes_DescribeCluster_FullMethodName = "/hermes.v1.Hermes/DescribeCluster"
 )
 
 // HermesClient is the client API for Hermes service.
@@ -74,6 +75,10 @@ type HermesClient interface {
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
+	// DescribeCluster tells what this node knows of the cluster: its nodes
+	// and, for every partition, the leader and replicas; follower lag only
+	// for the partitions this node leads (ask each node for the rest).
+	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 }
 
 type hermesClient struct {
@@ -210,6 +215,16 @@ func (c *hermesClient) Health(ctx context.Context, in *HealthRequest, opts ...gr
 	return out, nil
 }
 
+func (c *hermesClient) DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeClusterResponse)
+	err := c.cc.Invoke(ctx, Hermes_DescribeCluster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HermesServer is the server API for Hermes service.
 // All implementations must embed UnimplementedHermesServer
 // for forward compatibility.
@@ -237,6 +252,10 @@ type HermesServer interface {
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	// DescribeCluster tells what this node knows of the cluster: its nodes
+	// and, for every partition, the leader and replicas; follower lag only
+	// for the partitions this node leads (ask each node for the rest).
+	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	mustEmbedUnimplementedHermesServer()
 }
 
@@ -282,6 +301,9 @@ func (UnimplementedHermesServer) DescribeGroup(context.Context, *DescribeGroupRe
 }
 func (UnimplementedHermesServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedHermesServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeCluster not implemented")
 }
 func (UnimplementedHermesServer) mustEmbedUnimplementedHermesServer() {}
 func (UnimplementedHermesServer) testEmbeddedByValue()                {}
@@ -498,6 +520,24 @@ func _Hermes_Health_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Hermes_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeClusterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HermesServer).DescribeCluster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hermes_DescribeCluster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HermesServer).DescribeCluster(ctx, req.(*DescribeClusterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Hermes_ServiceDesc is the grpc.ServiceDesc for Hermes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -544,6 +584,10 @@ var Hermes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Health",
 			Handler:    _Hermes_Health_Handler,
+		},
+		{
+			MethodName: "DescribeCluster",
+			Handler:    _Hermes_DescribeCluster_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+func init() { clientCommands = append(clientCommands, newClusterCmd) }
+
+func newClusterCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect a Hermes cluster"}
+	cmd.AddCommand(newClusterStatusCmd())
+	return cmd
+}
+
+// clusterStatusJSON is `hermes cluster status --json`.
+type clusterStatusJSON struct {
+	MetadataLeader uint64                 `json:"metadata_leader"`
+	Nodes          []clusterNodeJSON      `json:"nodes"`
+	Partitions     []clusterPartitionJSON `json:"partitions"`
+}
+
+type clusterNodeJSON struct {
+	ID        uint64 `json:"id"`
+	GRPC      string `json:"grpc"`
+	HTTP      string `json:"http"`
+	Reachable bool   `json:"reachable"`
+}
+
+type clusterPartitionJSON struct {
+	Topic     string   `json:"topic"`
+	Partition int32    `json:"partition"`
+	Leader    uint64   `json:"leader"`
+	Replicas  []uint64 `json:"replicas"`
+	// Lag in Raft entries behind the leader, by node id (from the leader).
+	Lag           map[string]uint64 `json:"lag"`
+	HighWatermark int64             `json:"high_watermark"`
+}
+
+func newClusterStatusCmd() *cobra.Command {
+	var (
+		bf     brokerFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the nodes and, per partition, its leader, replicas and followers' lag",
+		Long: `Show the cluster as its nodes see it: asks the node at --addr for the
+nodes, then every node for what it leads, so the lag of each partition's
+followers comes from that partition's leader.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			st, err := clusterStatus(ctx, bf.addr)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), st)
+			}
+			return printClusterStatus(cmd, st)
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON (fields metadata_leader, nodes, partitions: topic, partition, leader, replicas, lag)")
+	return cmd
+}
+
+func describeCluster(ctx context.Context, addr string) (*pb.DescribeClusterResponse, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return pb.NewHermesClient(conn).DescribeCluster(ctx, &pb.DescribeClusterRequest{})
+}
+
+// clusterStatus merges what every node reports: the partition's leader
+// says who leads and how far its followers are.
+func clusterStatus(ctx context.Context, addr string) (*clusterStatusJSON, error) {
+	first, err := describeCluster(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	if first.NodeId == 0 {
+		return nil, fmt.Errorf("%s is a single node, not a cluster", addr)
+	}
+	st := &clusterStatusJSON{MetadataLeader: first.MetadataLeader, Nodes: []clusterNodeJSON{}, Partitions: []clusterPartitionJSON{}}
+	parts := map[string]*clusterPartitionJSON{}
+	merge := func(resp *pb.DescribeClusterResponse) {
+		for _, p := range resp.Partitions {
+			key := fmt.Sprintf("%s/%d", p.Topic, p.Partition)
+			cp := parts[key]
+			if cp == nil {
+				cp = &clusterPartitionJSON{Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas, Lag: map[string]uint64{}}
+				parts[key] = cp
+			}
+			if p.Leader != 0 && (cp.Leader == 0 || p.Leader == resp.NodeId) {
+				cp.Leader = p.Leader
+			}
+			if p.Leader == resp.NodeId {
+				cp.HighWatermark = p.HighWatermark
+				for _, pr := range p.Progress {
+					cp.Lag[fmt.Sprint(pr.Node)] = pr.LagEntries
+				}
+			}
+		}
+	}
+	for _, n := range first.Nodes {
+		nj := clusterNodeJSON{ID: n.Id, GRPC: n.GrpcAddress, HTTP: n.HttpAddress}
+		resp := first
+		if n.Id != first.NodeId {
+			nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			resp, err = describeCluster(nctx, n.GrpcAddress)
+			cancel()
+		}
+		if err == nil {
+			nj.Reachable = true
+			merge(resp)
+		}
+		st.Nodes = append(st.Nodes, nj)
+	}
+	for _, cp := range parts {
+		st.Partitions = append(st.Partitions, *cp)
+	}
+	sort.Slice(st.Partitions, func(i, j int) bool {
+		a, b := st.Partitions[i], st.Partitions[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	return st, nil
+}
+
+func printClusterStatus(cmd *cobra.Command, st *clusterStatusJSON) error {
+	rows := [][]string{{"NODE", "GRPC", "HTTP", "REACHABLE"}}
+	for _, n := range st.Nodes {
+		id := fmt.Sprint(n.ID)
+		if n.ID == st.MetadataLeader {
+			id += " (metadata leader)"
+		}
+		rows = append(rows, []string{id, n.GRPC, n.HTTP, fmt.Sprint(n.Reachable)})
+	}
+	if err := table(cmd.OutOrStdout(), rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout())
+	rows = [][]string{{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "LAG (entries)", "HIGH WATERMARK"}}
+	for _, p := range st.Partitions {
+		var lag []string
+		for _, r := range p.Replicas {
+			if l, ok := p.Lag[fmt.Sprint(r)]; ok {
+				lag = append(lag, fmt.Sprintf("%d:%d", r, l))
+			}
+		}
+		rows = append(rows, []string{p.Topic, fmt.Sprint(p.Partition), fmt.Sprint(p.Leader),
+			strings.Trim(fmt.Sprint(p.Replicas), "[]"), strings.Join(lag, " "), fmt.Sprint(p.HighWatermark)})
+	}
+	return table(cmd.OutOrStdout(), rows)
+}
