@@ -225,3 +225,116 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 		t.Fatalf("cluster status (leader is node %d):\n%s", current+1, out)
 	}
 }
+
+// publishDirect publishes one batch to partition 0 on node c without
+// relaying, in the given mode; it returns the base offset or the error.
+func publishDirect(t *testing.T, c pb.HermesClient, topic string, mode pb.DeliveryMode, ids []record.MessageID) (int64, error) {
+	p0 := int32(0)
+	ctx := metadata.AppendToOutgoingContext(ctxT(t, 5*time.Second), broker.ForwardedHeader, "1")
+	resp, err := c.Publish(ctx, &pb.PublishRequest{Topic: topic, Partition: &p0, Mode: mode, Batch: packed(ids, 64)})
+	if err != nil {
+		return 0, err
+	}
+	return resp.BaseOffset, nil
+}
+
+// TestClusterPausedFollowerAndEventualLoss: with a follower stopped
+// (SIGSTOP) a consistent publish still commits on the other two, and the
+// follower catches up after SIGCONT; eventual publishes lose nothing while
+// no node dies; when the leader dies during eventual publishing, the
+// acknowledged records that did not survive are counted and reported.
+func TestClusterPausedFollowerAndEventualLoss(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, nodes)
+	live := []bool{true, true, true}
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "paused", Config: &pb.TopicConfig{Partitions: 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, _ := publishToLeader(t, cs, live, "paused", newIDs(1))
+	acked := map[record.MessageID]bool{}
+	total := 1
+
+	follower := (leader + 1) % 3
+	nodes[follower].Pause()
+	for i := 0; i < 10; i++ {
+		ids := newIDs(100)
+		if _, err := publishDirect(t, cs[leader], "paused", pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, ids); err != nil {
+			nodes[follower].Resume()
+			t.Fatalf("consistent publish with one follower paused: %v", err)
+		}
+		for _, id := range ids {
+			acked[id] = true
+		}
+		total += len(ids)
+	}
+	nodes[follower].Resume()
+
+	// Eventual, nobody dies: nothing acknowledged is lost.
+	for i := 0; i < 10; i++ {
+		ids := newIDs(100)
+		if _, err := publishDirect(t, cs[leader], "paused", pb.DeliveryMode_DELIVERY_MODE_EVENTUAL, ids); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			acked[id] = true
+		}
+		total += len(ids)
+	}
+	var ref []byte
+	for i, c := range cs {
+		raw, recs := partitionBytes(t, c, "paused", total)
+		found := 0
+		for _, r := range recs {
+			if acked[r.MessageID] {
+				found++
+			}
+		}
+		if found != len(acked) {
+			t.Fatalf("node %d holds %d of %d acknowledged records (after a pause, and eventual with no failure)", i+1, found, len(acked))
+		}
+		if ref == nil {
+			ref = raw
+		} else if !bytes.Equal(ref, raw) {
+			t.Fatalf("node %d differs from the others after catching up", i+1)
+		}
+	}
+
+	// Eventual while the leader dies: count what was acknowledged but lost.
+	eventual := map[record.MessageID]bool{}
+	stop := time.After(1500 * time.Millisecond)
+	killAt := time.After(500 * time.Millisecond)
+loop:
+	for {
+		select {
+		case <-stop:
+			break loop
+		case <-killAt:
+			nodes[leader].Kill()
+			live[leader] = false
+		default:
+		}
+		if !live[leader] {
+			break
+		}
+		ids := newIDs(50)
+		if _, err := publishDirect(t, cs[leader], "paused", pb.DeliveryMode_DELIVERY_MODE_EVENTUAL, ids); err == nil {
+			for _, id := range ids {
+				eventual[id] = true
+			}
+		}
+	}
+	newLeader, _ := publishToLeader(t, cs, live, "paused", newIDs(1))
+	_, recs := partitionBytes(t, cs[newLeader], "paused", 0)
+	kept := 0
+	for _, r := range recs {
+		if eventual[r.MessageID] {
+			kept++
+		}
+	}
+	t.Logf("eventual: %d records acknowledged by the leader before it was killed; %d survived on the new leader, %d lost",
+		len(eventual), kept, len(eventual)-kept)
+}
