@@ -338,3 +338,80 @@ loop:
 	t.Logf("eventual: %d records acknowledged by the leader before it was killed; %d survived on the new leader, %d lost",
 		len(eventual), kept, len(eventual)-kept)
 }
+
+// TestClusterIsolatedLeader cuts the partition leader off from the other
+// two nodes: it can no longer acknowledge a consistent publish, the
+// majority elects a new leader and takes writes; after healing, every
+// acknowledged record is on every replica exactly once, byte-identical,
+// and the publish the isolated leader could not commit is nowhere.
+func TestClusterIsolatedLeader(t *testing.T) {
+	cl := testcluster.StartLinkedCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, cl.Nodes)
+	live := []bool{true, true, true}
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "split", Config: &pb.TopicConfig{Partitions: 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[record.MessageID]bool{}
+	leader := 0
+	for i := 0; i < 5; i++ {
+		ids := newIDs(100)
+		leader, _ = publishToLeader(t, cs, live, "split", ids)
+		for _, id := range ids {
+			acked[id] = true
+		}
+	}
+
+	cl.Cut(leader)
+	cut := time.Now()
+	orphan := newIDs(10)
+	orphanErr := make(chan error, 1)
+	isolated := cs[leader]
+	go func() {
+		_, err := publishDirect(t, isolated, "split", pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, orphan)
+		orphanErr <- err
+	}()
+	live[leader] = false
+	for i := 0; i < 5; i++ {
+		ids := newIDs(100)
+		publishToLeader(t, cs, live, "split", ids)
+		for _, id := range ids {
+			acked[id] = true
+		}
+	}
+	t.Logf("the majority side took writes %v after the leader was cut off", time.Since(cut).Round(time.Millisecond))
+	if err := <-orphanErr; err == nil {
+		t.Fatal("a leader cut off from its followers acknowledged a consistent publish")
+	} else {
+		t.Logf("the isolated leader did not acknowledge: %v", status.Code(err))
+	}
+
+	cl.Heal(leader)
+	live[leader] = true
+	var ref []byte
+	for i, c := range cs {
+		raw, recs := partitionBytes(t, c, "split", len(acked))
+		seen := map[record.MessageID]int{}
+		for _, r := range recs {
+			seen[r.MessageID]++
+		}
+		for id := range acked {
+			if seen[id] != 1 {
+				t.Fatalf("node %d holds acknowledged record %x %d times, want once", i+1, id, seen[id])
+			}
+		}
+		for _, id := range orphan {
+			if seen[id] != 0 {
+				t.Fatalf("node %d holds a record the isolated leader never committed", i+1)
+			}
+		}
+		if ref == nil {
+			ref = raw
+		} else if !bytes.Equal(ref, raw) {
+			t.Fatalf("node %d differs from the others after healing", i+1)
+		}
+	}
+}
