@@ -60,7 +60,9 @@ func publishToLeader(t *testing.T, cs []pb.HermesClient, live []bool, topic stri
 			if err == nil {
 				return i, resp.BaseOffset
 			}
-			if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded {
+			// NotFound: that node has not applied the topic's creation yet
+			// (metadata reaches each node through its own Raft log).
+			if code := status.Code(err); code != codes.Unavailable && code != codes.DeadlineExceeded && code != codes.NotFound {
 				t.Fatalf("publish through node %d: %v", i+1, err)
 			}
 		}

@@ -118,7 +118,7 @@ func clusterStatus(ctx context.Context, addr string) (*clusterStatusJSON, error)
 	}
 	for _, n := range first.Nodes {
 		nj := clusterNodeJSON{ID: n.Id, GRPC: n.GrpcAddress, HTTP: n.HttpAddress}
-		resp := first
+		resp, err := first, error(nil)
 		if n.Id != first.NodeId {
 			nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			resp, err = describeCluster(nctx, n.GrpcAddress)

@@ -69,6 +69,8 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.DurationVar(&cfg.Broker.RetentionCheck, "retention-check", 30*time.Second, "how often retention deletes old segments")
 	f.StringVar(&raftAddr, "raft-addr", "", "cluster: listen address for other nodes (default: this node's address in --peers)")
 	f.StringVar(&peers, "peers", "", "cluster: every node of the cluster as id=host:port (their --raft-addr), this one included; empty: a single node")
+	f.StringVar(&cfg.AdvertiseGRPCAddr, "advertise-grpc-addr", "", "cluster: gRPC address other nodes relay to and clients are sent to (default: the --grpc-addr listener; set it when listening on 0.0.0.0)")
+	f.StringVar(&cfg.AdvertiseHTTPAddr, "advertise-http-addr", "", "cluster: HTTP address announced to the other nodes (default: the --http-addr listener)")
 	f.Int32Var(&rf, "replication-factor", 0, "cluster: default replicas per partition (default min(3, nodes))")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

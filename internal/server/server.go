@@ -33,6 +33,10 @@ type Config struct {
 	Limits   grpcapi.StreamLimits
 	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP address.
 	Pprof bool
+	// AdvertiseGRPCAddr and AdvertiseHTTPAddr are the addresses other
+	// nodes and clients reach this node at, when they differ from the
+	// listen addresses (e.g. listening on 0.0.0.0 in a container).
+	AdvertiseGRPCAddr, AdvertiseHTTPAddr string
 }
 
 // HTTPAdapter mounts one HTTP API (REST, GraphQL, ...) on the node's HTTP
@@ -81,6 +85,12 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if c := cfg.Broker.Cluster; c != nil { // advertise what clients can reach
 		c.GRPCAddr, c.HTTPAddr = s.grpcLis.Addr().String(), s.httpLis.Addr().String()
+		if cfg.AdvertiseGRPCAddr != "" {
+			c.GRPCAddr = cfg.AdvertiseGRPCAddr
+		}
+		if cfg.AdvertiseHTTPAddr != "" {
+			c.HTTPAddr = cfg.AdvertiseHTTPAddr
+		}
 	}
 	b, err := broker.Open(cfg.Broker)
 	if err != nil {
