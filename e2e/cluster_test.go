@@ -417,3 +417,59 @@ func TestClusterIsolatedLeader(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterBalancesLeaders: the partitions of a topic end up led by
+// their preferred replicas, which placement spreads over the nodes, and
+// leadership returns there after a leader's node comes back.
+func TestClusterBalancesLeaders(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "spread", Config: &pb.TopicConfig{Partitions: 3}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	balanced := func() (bool, string) {
+		out, err := exec.Command(testcluster.Binary(t), "cluster", "status", "--json", "--addr", nodes[0].GRPCAddr).Output()
+		if err != nil {
+			return false, err.Error()
+		}
+		var st struct {
+			Partitions []struct {
+				Leader   uint64
+				Replicas []uint64
+			}
+		}
+		json.Unmarshal(out, &st)
+		leaders := map[uint64]bool{}
+		for _, p := range st.Partitions {
+			if len(p.Replicas) == 0 || p.Leader != p.Replicas[0] {
+				return false, string(out)
+			}
+			leaders[p.Leader] = true
+		}
+		return len(st.Partitions) == 3 && len(leaders) == 3, string(out)
+	}
+	waitBalanced := func(when string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ok, out := balanced()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: leaders not on their preferred replicas after 20s:\n%s", when, out)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	waitBalanced("after creation")
+	nodes[1].Kill()
+	time.Sleep(2 * time.Second) // its partition fails over to another node
+	nodes[1].Start()
+	cs[1], _ = dial(t, nodes[1])
+	waitBalanced("after node 2 came back")
+}

@@ -102,8 +102,9 @@ func (b *Broker) startCluster() error {
 		cn.tr.Close()
 		return err
 	}
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.registerSelf()
+	go b.balanceLeaders()
 	b.log.Info("cluster node started", "node", c.NodeID, "raft", c.RaftAddr, "peers", len(c.Peers))
 	return nil
 }
@@ -375,4 +376,42 @@ func (b *Broker) DescribeCluster() ClusterStatus {
 		}
 	}
 	return st
+}
+
+// leaderBalanceInterval is how often a node hands partitions it leads to
+// their preferred leaders.
+const leaderBalanceInterval = 3 * time.Second
+
+// balanceLeaders spreads partition leadership: placement makes each
+// partition's first replica its preferred leader, rotating over the nodes;
+// after failovers, leadership gathers on the survivors, so a leader that
+// is not preferred hands over to the preferred replica once it has caught
+// up.
+func (b *Broker) balanceLeaders() {
+	defer b.wg.Done()
+	tick := time.NewTicker(leaderBalanceInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+		}
+		b.mu.RLock()
+		var parts []*partition
+		for _, t := range b.topics {
+			if t.state == topicActive {
+				parts = append(parts, t.parts...)
+			}
+		}
+		b.mu.RUnlock()
+		for _, p := range parts {
+			if p.rep == nil || len(p.replicas) == 0 {
+				continue
+			}
+			if preferred := p.replicas[0]; preferred != b.cl.cfg.NodeID && p.rep.Leader() == b.cl.cfg.NodeID {
+				p.rep.TransferLeadership(preferred)
+			}
+		}
+	}
 }

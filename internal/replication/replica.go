@@ -236,6 +236,37 @@ func (r *Replica) Progress() (lag map[uint64]uint64, ok bool) {
 	}
 }
 
+// TransferLeadership asks the group to make node the leader, if this
+// replica leads and node is fully caught up (lag 0); it reports whether
+// the transfer was started.
+func (r *Replica) TransferLeadership(node uint64) bool {
+	started := false
+	done := make(chan struct{})
+	f := func() {
+		defer close(done)
+		st := r.rn.Status()
+		if st.RaftState != raft.StateLeader || node == r.cfg.NodeID {
+			return
+		}
+		pr, ok := st.Progress[node]
+		last, err := r.store.LastIndex()
+		if !ok || err != nil || pr.Match < last {
+			return
+		}
+		r.rn.TransferLeader(node)
+		started = true
+	}
+	select {
+	case r.calls <- f:
+		<-done
+	case <-r.stopc:
+	}
+	if started { // the loop's next Ready sends the MsgTimeoutNow
+		r.cfg.Logger.Info("transferring leadership", "group", r.cfg.Group, "to", node)
+	}
+	return started
+}
+
 // Stop stops the loop and fails what is pending with ErrStopped.
 func (r *Replica) Stop() {
 	close(r.stopc)
