@@ -347,17 +347,23 @@ func (b *Broker) DeleteTopic(name string) error {
 		b.mu.Unlock()
 		return errorf(ErrUnavailable, "delete topic %q: %v", name, err)
 	}
+	b.dropTopic(t)
+	return nil
+}
+
+// dropTopic removes a topic in the deleting state from this node: its
+// subscriptions end, its partitions close, its files go, its name frees.
+func (b *Broker) dropTopic(t *topic) {
 	close(t.deleted)
 	t.broadcast()
 	for _, p := range t.parts {
 		p.close()
 	}
-	b.trash(name)
+	b.trash(t.name)
 	b.dropReserved(t)
 	b.emptyTrash()
-	b.m.forgetTopic(name)
-	b.log.Info("topic deleted", "topic", name)
-	return nil
+	b.m.forgetTopic(t.name)
+	b.log.Info("topic deleted", "topic", t.name)
 }
 
 // trash moves a topic directory out of topics/ so a topic of the same name

@@ -236,19 +236,9 @@ func (b *Broker) removeClusterTopic(name string) {
 		t.state = topicDeleting
 	}
 	b.mu.Unlock()
-	if !ok {
-		return
+	if ok {
+		b.dropTopic(t)
 	}
-	close(t.deleted)
-	t.broadcast()
-	for _, p := range t.parts {
-		p.close()
-	}
-	b.trash(name)
-	b.dropReserved(t)
-	b.emptyTrash()
-	b.m.forgetTopic(name)
-	b.log.Info("topic removed", "topic", name)
 }
 
 // createClusterTopic runs the creation through the metadata group, from

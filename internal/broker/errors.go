@@ -62,6 +62,10 @@ func errorf(kind error, format string, args ...any) error {
 	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
+// Errorf makes an error of one of the kinds above with a formatted
+// detail, for adapters that reject input before calling the broker.
+func Errorf(kind error, format string, args ...any) error { return errorf(kind, format, args...) }
+
 // exhausted makes a retriable ErrResourceExhausted with a retry hint.
 func exhausted(after time.Duration, format string, args ...any) error {
 	return &kindError{kind: ErrResourceExhausted, msg: fmt.Sprintf(format, args...), retryAfter: after}

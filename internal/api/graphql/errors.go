@@ -3,7 +3,6 @@ package graphql
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -16,18 +15,8 @@ import (
 // undecodable request body in its message).
 const maxMessageBytes = 1024
 
-// wrapped is an error of a broker kind made by this adapter.
-type wrapped struct {
-	kind error
-	msg  string
-}
-
-func (w *wrapped) Error() string { return w.kind.Error() + ": " + w.msg }
-func (w *wrapped) Unwrap() error { return w.kind }
-
-func errorf(kind error, format string, args ...any) error {
-	return &wrapped{kind: kind, msg: fmt.Sprintf(format, args...)}
-}
+// errorf makes an error of a broker kind (see broker.Errorf).
+var errorf = broker.Errorf
 
 // invalid is bad input this adapter rejects itself.
 func invalid(format string, args ...any) error {

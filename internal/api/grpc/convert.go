@@ -1,7 +1,6 @@
 package grpcapi
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker"
@@ -9,17 +8,8 @@ import (
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
-type wrapped struct {
-	kind error
-	msg  string
-}
-
-func (w *wrapped) Error() string { return w.kind.Error() + ": " + w.msg }
-func (w *wrapped) Unwrap() error { return w.kind }
-
-func errorf(kind error, format string, args ...any) error {
-	return &wrapped{kind: kind, msg: fmt.Sprintf(format, args...)}
-}
+// errorf makes an error of a broker kind (see broker.Errorf).
+var errorf = broker.Errorf
 
 func modeFromPB(m pb.DeliveryMode) (broker.Mode, error) {
 	switch m {
