@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hermes-mq/hermes/internal/bench"
 	"github.com/hermes-mq/hermes/internal/testcluster"
+	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
 // benchConfig is a short run of the bench engine against node n.
@@ -255,6 +257,46 @@ func TestBenchPeers(t *testing.T) {
 				c.Protocol = p
 				checkClean(t, runBench(t, c), false)
 			}
+		})
+	}
+}
+
+// TestBenchScenariosOnCluster runs every scenario briefly against a real
+// 3-node cluster: publishers spread over all nodes (each publish relayed
+// to the partition's leader where needed), the subscriber on the first.
+// Nothing fails, so every counter of trouble must be 0.
+func TestBenchScenariosOnCluster(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	var targets []string
+	for _, n := range nodes {
+		targets = append(targets, n.GRPCAddr)
+	}
+	// The cluster is ready when a topic can be created (all nodes known).
+	c, _ := dial(t, nodes[0])
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := c.CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "ready", Config: &pb.TopicConfig{Partitions: 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range bench.Scenarios {
+		t.Run(sc, func(t *testing.T) {
+			cfg := benchConfig(nodes[0], sc)
+			cfg.GRPCTargets = targets
+			cfg.Workers = 3
+			rep := runBench(t, cfg)
+			checkClean(t, rep, sc == bench.ScenarioCrash)
+		})
+	}
+	for i := range nodes {
+		t.Run(fmt.Sprintf("live-grpc-stream-via-node-%d", i+1), func(t *testing.T) {
+			cfg := benchConfig(nodes[0], bench.ScenarioLive)
+			cfg.GRPCTargets = []string{targets[i]}
+			cfg.SubTarget = targets[0]
+			cfg.Workers = 1
+			cfg.Protocol = bench.ProtoGRPCStream
+			checkClean(t, runBench(t, cfg), false)
 		})
 	}
 }

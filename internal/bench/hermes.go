@@ -63,6 +63,27 @@ func (h *hermes) CreateTopics(ctx context.Context, names []string, partitions in
 			return fmt.Errorf("create topic %s: %w", n, err)
 		}
 	}
+	// On a cluster each node learns of a topic through its own copy of the
+	// metadata log: wait until every target knows the topics, so no
+	// publish of the run fails with TOPIC_NOT_FOUND for a few milliseconds.
+	for _, c := range h.clients[1:] {
+		for _, n := range names {
+			for {
+				_, err := c.DescribeTopic(ctx, n)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, client.ErrTopicNotFound) {
+					return fmt.Errorf("describe topic %s: %w", n, err)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}
+	}
 	return nil
 }
 

@@ -87,6 +87,9 @@ func (c *Config) defaults() {
 	}
 }
 
+// noLeaderWait bounds how long proposals wait for an election.
+const noLeaderWait = 3 * time.Second
+
 // proposal is one publish waiting for its entry.
 type proposal struct {
 	batches [][]byte
@@ -277,7 +280,22 @@ func (r *Replica) run() {
 	defer close(r.done)
 	tick := time.NewTicker(r.cfg.TickInterval)
 	defer tick.Stop()
+	var noLeaderSince time.Time
 	for {
+		// While no leader is known (an election), proposals stay queued in
+		// arrival order rather than fail and come back, retried, behind
+		// later ones; after noLeaderWait they are answered anyway.
+		propc := r.propc
+		if r.leader.Load() == 0 {
+			if noLeaderSince.IsZero() {
+				noLeaderSince = time.Now()
+			}
+			if time.Since(noLeaderSince) < noLeaderWait {
+				propc = nil
+			}
+		} else {
+			noLeaderSince = time.Time{}
+		}
 		select {
 		case <-r.stopc:
 			r.failAll(ErrStopped)
@@ -287,7 +305,7 @@ func (r *Replica) run() {
 		case m := <-r.recvc:
 			r.rn.Step(m)
 			r.drainInbox()
-		case p := <-r.propc:
+		case p := <-propc:
 			r.propose(p)
 		case f := <-r.calls:
 			f()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
@@ -42,6 +44,8 @@ func (s *Service) PublishStream(stream pb.Hermes_PublishStreamServer) error {
 }
 
 func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_PublishStreamServer, fl *flight, out chan<- *pb.PublishResponse) error {
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	forwarded := len(md.Get(broker.ForwardedHeader)) > 0
 	for {
 		req, err := stream.Recv()
 		if err != nil {
@@ -67,6 +71,7 @@ func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_Publish
 			answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})
 			continue
 		}
+		breq.Forwarded = forwarded
 		s.b.PublishAsync(breq, func(res *broker.PublishResult, err error) {
 			if err != nil {
 				answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})
