@@ -87,6 +87,9 @@ func (c *Config) defaults() {
 	}
 }
 
+// proposeWait bounds how long Propose blocks on a full queue.
+const proposeWait = 10 * time.Second
+
 // noLeaderWait bounds how long proposals wait for an election.
 const noLeaderWait = 3 * time.Second
 
@@ -132,6 +135,9 @@ type Replica struct {
 	nextID  uint64
 	pending map[uint64]*pendingEntry // by proposal id
 	byIndex map[uint64]*pendingEntry // persisted, not yet committed
+	// held are proposals raft refused for flow control (too much
+	// uncommitted); they go in before any new one.
+	held []*proposal
 
 	leader atomic.Uint64 // last known leader, for other goroutines
 }
@@ -172,9 +178,13 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 }
 
 // Propose asks for batches (validated record batches, owned by the replica
-// from now on) to be appended; done is called once, from the replica's
-// goroutine, with the offset of the first record or an error
-// (ErrNotLeader, ErrOverwritten, ErrStopped: all retriable).
+// from now on) to be appended; done is called once with the offset of the
+// first record or an error (ErrNotLeader, ErrOverwritten, ErrStopped,
+// ErrBusy: all retriable), from the replica's goroutine except for ErrBusy
+// and ErrStopped. Proposals keep their order. When the queue is full,
+// Propose blocks (at most proposeWait): that is the backpressure a
+// publisher's stream feels; rejecting instead would let a retried batch
+// land behind later ones. REQUIRES: not called from a replica's goroutine.
 func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64, err error)) {
 	p := &proposal{batches: batches, ack: ack, done: done}
 	for _, b := range batches {
@@ -184,9 +194,21 @@ func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64,
 	}
 	select {
 	case r.propc <- p:
+		return
 	case <-r.stopc:
 		done(0, ErrStopped)
+		return
 	default:
+	}
+	// Full: wait (this blocks the caller, which is how a publisher's stream
+	// stops being read), at most proposeWait, then give up retriably.
+	t := time.NewTimer(proposeWait)
+	defer t.Stop()
+	select {
+	case r.propc <- p:
+	case <-r.stopc:
+		done(0, ErrStopped)
+	case <-t.C:
 		done(0, fmt.Errorf("%w: %d proposals queued in %s", ErrBusy, cap(r.propc), r.cfg.Group))
 	}
 }
@@ -286,7 +308,9 @@ func (r *Replica) run() {
 		// arrival order rather than fail and come back, retried, behind
 		// later ones; after noLeaderWait they are answered anyway.
 		propc := r.propc
-		if r.leader.Load() == 0 {
+		if len(r.held) > 0 {
+			propc = nil // nothing new until the held proposals are in
+		} else if r.leader.Load() == 0 {
 			if noLeaderSince.IsZero() {
 				noLeaderSince = time.Now()
 			}
@@ -310,6 +334,7 @@ func (r *Replica) run() {
 		case f := <-r.calls:
 			f()
 		}
+		r.retryHeld()
 		if err := r.handleReadies(); err != nil {
 			r.cfg.Logger.Error("replica storage failed; stopping the group", "group", r.cfg.Group, "err", err)
 			r.failAll(ErrStopped)
@@ -346,6 +371,11 @@ func (r *Replica) propose(first *proposal) {
 		}
 		break
 	}
+	r.proposeAll(props, size)
+}
+
+// proposeAll makes one entry of props (size bytes of batches).
+func (r *Replica) proposeAll(props []*proposal, size int) {
 	if st := r.rn.BasicStatus(); st.RaftState != raft.StateLeader {
 		for _, p := range props {
 			p.done(0, fmt.Errorf("%w of %s (leader: node %d)", ErrNotLeader, r.cfg.Group, st.Lead))
@@ -362,6 +392,15 @@ func (r *Replica) propose(first *proposal) {
 		}
 	}
 	if err := r.rn.Propose(data); err != nil {
+		if errors.Is(err, raft.ErrProposalDropped) && r.rn.BasicStatus().RaftState == raft.StateLeader {
+			// Too much is uncommitted (followers behind): hold these, in
+			// order, and take no new proposal until they go in. Waiting
+			// here backs the pressure up to the publishers' streams;
+			// failing would let retries land behind later batches.
+			r.nextID--
+			r.held = props
+			return
+		}
 		for _, p := range props {
 			p.done(0, fmt.Errorf("%w: %v", ErrNotLeader, err))
 		}
@@ -370,7 +409,25 @@ func (r *Replica) propose(first *proposal) {
 	r.pending[pe.id] = pe
 }
 
+// retryHeld proposes the held proposals again, in order.
+func (r *Replica) retryHeld() {
+	if len(r.held) == 0 {
+		return
+	}
+	props := r.held
+	r.held = nil
+	size := 0
+	for _, p := range props {
+		size += p.size
+	}
+	r.proposeAll(props, size)
+}
+
 func (r *Replica) failAll(err error) {
+	for _, p := range r.held {
+		p.done(0, err)
+	}
+	r.held = nil
 	for _, pe := range r.pending {
 		r.finish(pe, 0, err)
 	}
