@@ -38,7 +38,7 @@ jetstream {
 CONF
 	if [ "$n" -gt 1 ]; then
 		local routes=""
-		for j in $(seq 1 "$n"); do routes="$routes nats-route://127.0.0.1:$((6221 + j))"; done
+		for j in $(seq 1 "$n"); do routes="$routes${routes:+,} \"nats-route://127.0.0.1:$((6221 + j))\""; done
 		cat <<CONF
 cluster {
   name: hermes-bench
