@@ -7,6 +7,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,6 +216,21 @@ func (b *Broker) Ready() bool {
 }
 
 func (b *Broker) topic(name string) (*topic, error) {
+	t, err := b.lookupTopic(name)
+	if errors.Is(err, ErrTopicNotFound) && b.cl != nil {
+		// Another node may have created it a moment ago: catch up with the
+		// metadata group, then look again.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		serr := b.cl.meta.Sync(ctx)
+		cancel()
+		if serr == nil {
+			return b.lookupTopic(name)
+		}
+	}
+	return t, err
+}
+
+func (b *Broker) lookupTopic(name string) (*topic, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {

@@ -124,6 +124,10 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 		p.mu.RUnlock()
 		return nil, start, hw, errorf(ErrUnavailable, "partition %s/%d storage failed: %v", p.t.name, p.id, failed)
 	}
+	if offset > hw && p.rep != nil {
+		p.mu.RUnlock()
+		return nil, start, hw, nil // committed elsewhere; this replica learns it soon
+	}
 	if offset < start || offset > hw {
 		p.mu.RUnlock()
 		return nil, start, hw, errorf(ErrOffsetOutOfRange, "offset %d is outside [%d, %d] of %s/%d", offset, start, hw, p.t.name, p.id)

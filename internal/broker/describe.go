@@ -38,12 +38,40 @@ type GroupPartitionInfo struct {
 	PendingAcks   int
 }
 
-// ListGroups lists groups with live members or committed offsets.
-func (b *Broker) ListGroups() []GroupSummary {
+// ListGroups lists groups with live members or committed offsets. On a
+// cluster the coordinator answers.
+func (b *Broker) ListGroups() ([]GroupSummary, error) {
+	c, ctx, cancel, err := b.groupClient()
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		defer cancel()
+		return b.remoteListGroups(c, ctx)
+	}
+	var stored []string // groups known by their replicated offsets only
+	if b.cl != nil {
+		stored = b.cl.meta.Groups()
+	}
 	m := b.groups
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]GroupSummary, 0, len(m.groups))
+	for _, name := range stored {
+		if m.groups[name] != nil {
+			continue
+		}
+		topics := make(map[string]bool)
+		for p := range b.cl.meta.GroupOffsets(name) {
+			topics[p.Topic] = true
+		}
+		sum := GroupSummary{Name: name}
+		for t := range topics {
+			sum.Topics = append(sum.Topics, t)
+		}
+		sort.Strings(sum.Topics)
+		out = append(out, sum)
+	}
 	for _, gs := range m.groups {
 		topics := make(map[string]bool)
 		for tp := range gs.offsets {
@@ -60,7 +88,7 @@ func (b *Broker) ListGroups() []GroupSummary {
 		out = append(out, sum)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, nil
 }
 
 // DescribeGroup describes a group's members and, for every partition of
@@ -68,6 +96,14 @@ func (b *Broker) ListGroups() []GroupSummary {
 func (b *Broker) DescribeGroup(name string) (*GroupDescription, error) {
 	if err := ValidateName("group", name); err != nil {
 		return nil, err
+	}
+	c, ctx, cancel, err := b.groupClient()
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		defer cancel()
+		return b.remoteDescribeGroup(c, ctx, name)
 	}
 	d, progress, err := b.groups.snapshot(name)
 	if err != nil {
@@ -119,6 +155,16 @@ func (m *groupManager) snapshot(name string) (*GroupDescription, map[topicPartit
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	gs, ok := m.groups[name]
+	if !ok && m.b.cl != nil {
+		// Not coordinated since this node took over: its replicated offsets.
+		if offs := m.b.cl.meta.GroupOffsets(name); len(offs) > 0 {
+			pr := make(map[topicPartition]progress, len(offs))
+			for p, off := range offs {
+				pr[topicPartition{p.Topic, p.ID}] = progress{committed: off}
+			}
+			return &GroupDescription{Name: name}, pr, nil
+		}
+	}
 	if !ok {
 		return nil, nil, errorf(ErrGroupNotFound, "group %q has no members and no committed offsets", name)
 	}

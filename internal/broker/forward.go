@@ -54,6 +54,16 @@ func (f *forwarder) client(addr string) (pb.HermesClient, error) {
 	return pb.NewHermesClient(c), nil
 }
 
+// api returns a client of the node at addr (its public gRPC address).
+func (f *forwarder) api(addr string) (pb.HermesClient, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, errors.New("broker: closing")
+	}
+	return f.client(addr)
+}
+
 // relay returns the ordered relay to a partition's leader.
 func (f *forwarder) relay(addr, topic string, partition int32) (*relay, error) {
 	f.mu.Lock()
@@ -94,7 +104,7 @@ func (f *forwarder) close() {
 // as this node knows) and answers with that node's result. notHere is the
 // error this node would give instead; it is returned as is when the leader
 // is unknown or is this node.
-func (b *Broker) forwardPublish(p *partition, batch []byte, mode Mode, notHere error, done func(int64, error)) {
+func (b *Broker) forwardPublish(p *partition, batch []byte, mode Mode, notHere error, wait bool, done func(int64, error)) {
 	addr := LeaderAddress(notHere)
 	if addr == "" || b.cl == nil || addr == b.cl.cfg.GRPCAddr {
 		done(0, notHere)
@@ -105,7 +115,7 @@ func (b *Broker) forwardPublish(p *partition, batch []byte, mode Mode, notHere e
 		done(0, notHere)
 		return
 	}
-	r.send(&pb.PublishRequest{Topic: p.t.name, Partition: &p.id, Mode: pb.DeliveryMode(mode), Batch: batch}, func(base int64, err error) {
+	r.send(&pb.PublishRequest{Topic: p.t.name, Partition: &p.id, Mode: pb.DeliveryMode(mode), Batch: batch}, wait, func(base int64, err error) {
 		if err != nil {
 			err = fromStatus(err, notHere)
 		}
@@ -114,8 +124,12 @@ func (b *Broker) forwardPublish(p *partition, batch []byte, mode Mode, notHere e
 }
 
 // relayQueue bounds the publishes waiting to go out on one relay; beyond
-// it a relayed publish fails at once with a retriable error.
-const relayQueue = 1024
+// it a relayed publish waits (at most relayWait) or fails at once with a
+// retriable error.
+const (
+	relayQueue = 1024
+	relayWait  = 10 * time.Second
+)
 
 // relay is one ordered PublishStream to a partition's leader. A single
 // goroutine sends in arrival order; answers are matched by request id. If
@@ -153,13 +167,28 @@ func newRelay(c pb.HermesClient, topic string, partition int32) *relay {
 	return r
 }
 
-func (r *relay) send(req *pb.PublishRequest, done func(int64, error)) {
+func (r *relay) send(req *pb.PublishRequest, wait bool, done func(int64, error)) {
+	select {
+	case r.q <- relayReq{req, done}:
+		return
+	case <-r.quit:
+		done(0, status.Error(codes.Unavailable, "relay closed"))
+		return
+	default:
+	}
+	full := status.Error(codes.ResourceExhausted, "too many publishes waiting to be relayed to "+r.label)
+	if !wait {
+		done(0, full)
+		return
+	}
+	t := time.NewTimer(relayWait)
+	defer t.Stop()
 	select {
 	case r.q <- relayReq{req, done}:
 	case <-r.quit:
 		done(0, status.Error(codes.Unavailable, "relay closed"))
-	default:
-		done(0, status.Error(codes.ResourceExhausted, "too many publishes waiting to be relayed to "+r.label))
+	case <-t.C:
+		done(0, full)
 	}
 }
 
@@ -275,18 +304,9 @@ func fromStatus(err error, fallback error) error {
 		return &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 50 * time.Millisecond, leader: LeaderAddress(fallback)}
 	}
 	for _, d := range st.Details() {
-		info, ok := d.(*pb.ErrorInfo)
-		if !ok {
-			continue
+		if info, ok := d.(*pb.ErrorInfo); ok {
+			return fromInfo(info)
 		}
-		kind := ErrUnavailable
-		name := info.Code.String()[len("ERROR_CODE_"):]
-		for _, c := range codeNames {
-			if c.name == name {
-				kind = c.kind
-			}
-		}
-		return &kindError{kind: kind, msg: info.Message, retryAfter: time.Duration(info.RetryAfterMs) * time.Millisecond, leader: info.LeaderAddress}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || st.Code() != 0 {
 		return &kindError{kind: ErrUnavailable, msg: st.Message(), retryAfter: 50 * time.Millisecond, leader: LeaderAddress(fallback)}

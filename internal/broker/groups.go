@@ -1,12 +1,16 @@
 package broker
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/cluster"
+	cpb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
 	"github.com/hermes-mq/hermes/internal/group"
 	"github.com/hermes-mq/hermes/internal/meta"
 )
@@ -26,6 +30,9 @@ type groupManager struct {
 	mu        sync.Mutex
 	groups    map[string]*groupState
 	closed    bool
+	// leaderless is when this node last saw no metadata leader (clusters);
+	// owned by run.
+	leaderless time.Time
 }
 
 type topicPartition struct {
@@ -54,7 +61,12 @@ func newGroupManager(b *Broker) *groupManager {
 }
 
 // load reads the committed offsets of every group from the meta store.
+// On a cluster they come from the metadata group instead, when this node
+// becomes a group's coordinator (seed).
 func (m *groupManager) load() error {
+	if m.b.cfg.Cluster != nil {
+		return nil
+	}
 	offsets, err := m.b.meta.AllOffsets()
 	if err != nil {
 		return err
@@ -83,6 +95,41 @@ func (m *groupManager) state(name string, timeout time.Duration) *groupState {
 	return gs
 }
 
+// seed makes sure a group this node starts to coordinate on a cluster
+// begins from the offsets the metadata group holds: once this node leads
+// it and has applied everything committed before (Barrier), it copies
+// them. Nothing to do on a single node or for a group already here.
+func (m *groupManager) seed(name string) error {
+	if m.b.cl == nil {
+		return nil
+	}
+	m.mu.Lock()
+	_, ok := m.groups[name]
+	m.mu.Unlock()
+	if ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.b.cl.meta.Barrier(ctx); err != nil {
+		if errors.Is(err, cluster.ErrNotLeader) {
+			return m.b.notCoordinator()
+		}
+		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("group %q: catch up with the metadata group: %v", name, err)}
+	}
+	offs := m.b.cl.meta.GroupOffsets(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.groups[name]; ok {
+		return nil
+	}
+	gs := m.state(name, 0)
+	for p, off := range offs {
+		gs.offsets[topicPartition{p.Topic, p.ID}] = &offsetState{committed: off, persisted: off}
+	}
+	return nil
+}
+
 func (gs *groupState) offset(tp topicPartition) *offsetState {
 	os, ok := gs.offsets[tp]
 	if !ok {
@@ -93,6 +140,9 @@ func (gs *groupState) offset(tp topicPartition) *offsetState {
 }
 
 func (m *groupManager) join(s *Subscription) error {
+	if err := m.seed(s.opts.Group); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -218,7 +268,10 @@ func (m *groupManager) startPartition(gs *groupState, s *Subscription, pid int32
 	os := gs.offset(topicPartition{s.t.name, pid})
 	from := os.committed
 	start, hw := p.offsets()
-	if from < 0 || from > hw {
+	// A replica's high watermark may trail the group's commits for a
+	// moment (a new leader commits an entry of its term first): the
+	// committed offset still stands, delivery waits for the replica.
+	if from < 0 || from > hw && p.rep == nil {
 		var err error
 		if from, err = m.b.resolveStart(p, s.opts.Start); err != nil {
 			from = hw
@@ -308,12 +361,15 @@ func (m *groupManager) store(groupName string, offsets []meta.Offset) error {
 		if err != nil {
 			return err
 		}
-		if _, hw := p.offsets(); o.Offset < 0 || o.Offset > hw {
+		if o.Offset < 0 {
+			return errorf(ErrOffsetOutOfRange, "commit offset %d of %s/%d is negative", o.Offset, o.Topic, o.Partition)
+		}
+		if _, hw := p.offsets(); !p.remote && o.Offset > hw {
 			return errorf(ErrOffsetOutOfRange, "commit offset %d of %s/%d is outside [0, %d]", o.Offset, o.Topic, o.Partition, hw)
 		}
 	}
-	if err := m.b.meta.CommitOffsets(offsets); err != nil {
-		return errorf(ErrUnavailable, "store offsets: %v", err)
+	if err := m.persist(offsets); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -333,6 +389,17 @@ func (b *Broker) CommitOffsets(groupName, memberID string, offsets []meta.Offset
 	}
 	if len(offsets) == 0 {
 		return errorf(ErrInvalidArgument, "no offsets to commit")
+	}
+	c, ctx, cancel, err := b.groupClient()
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		defer cancel()
+		return b.remoteCommitOffsets(c, ctx, groupName, memberID, offsets)
+	}
+	if err := b.groups.seed(groupName); err != nil {
+		return err
 	}
 	m := b.groups
 	m.mu.Lock()
@@ -365,6 +432,12 @@ func (b *Broker) CommitOffsets(groupName, memberID string, offsets []meta.Offset
 // Commit commits offsets (next offset to consume) for partitions this
 // member owns. Durable when it returns nil.
 func (s *Subscription) Commit(offsets []meta.Offset) error {
+	if s.remote != nil {
+		for i := range offsets {
+			offsets[i].Group = s.opts.Group
+		}
+		return s.remote.commit(offsets)
+	}
 	if s.gs == nil {
 		return errorf(ErrInvalidArgument, "commit needs a group subscription")
 	}
@@ -375,11 +448,17 @@ func (s *Subscription) Commit(offsets []meta.Offset) error {
 // reported; the committed offset moves over the contiguous acked prefix
 // and is persisted within a group tick.
 func (s *Subscription) Ack(pid int32, offsets []int64) error {
+	if s.remote != nil {
+		return s.remote.ack(s.t.name, pid, offsets, false)
+	}
 	return s.b.groups.ack(s, pid, offsets, false)
 }
 
 // Nack asks for records to be delivered again now.
 func (s *Subscription) Nack(pid int32, offsets []int64) error {
+	if s.remote != nil {
+		return s.remote.ack(s.t.name, pid, offsets, true)
+	}
 	return s.b.groups.ack(s, pid, offsets, true)
 }
 
@@ -428,6 +507,7 @@ func (m *groupManager) run() {
 		case now := <-tick.C:
 			m.expire(now)
 			m.flush()
+			m.abdicate(now)
 		}
 	}
 }
@@ -467,7 +547,7 @@ func (m *groupManager) flush() {
 	}
 	m.mu.Unlock()
 	if len(dirty) > 0 {
-		if err := m.b.meta.CommitOffsets(dirty); err != nil {
+		if err := m.persist(dirty); err != nil {
 			m.b.log.Error("cannot persist group offsets", "err", err)
 			return
 		}
@@ -483,6 +563,83 @@ func (m *groupManager) flush() {
 	}
 	m.updateLag()
 }
+
+// persist makes offsets durable: in the meta store on a single node,
+// through the metadata group (replicated to every node) on a cluster.
+// Lock: persistMu held.
+func (m *groupManager) persist(offsets []meta.Offset) error {
+	if m.b.cl == nil {
+		if err := m.b.meta.CommitOffsets(offsets); err != nil {
+			return errorf(ErrUnavailable, "store offsets: %v", err)
+		}
+		return nil
+	}
+	byGroup := make(map[string]*cpb.CommitOffsets)
+	var order []string
+	for _, o := range offsets {
+		c := byGroup[o.Group]
+		if c == nil {
+			c = &cpb.CommitOffsets{Group: o.Group}
+			byGroup[o.Group] = c
+			order = append(order, o.Group)
+		}
+		c.Offsets = append(c.Offsets, &cpb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+	}
+	for _, g := range order {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := m.b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_CommitOffsets{CommitOffsets: byGroup[g]}})
+		cancel()
+		if err != nil {
+			return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("replicate the offsets of group %q: %v", g, err)}
+		}
+	}
+	return nil
+}
+
+// abdicate ends every group this node coordinates, once another node
+// leads the metadata group (or none has for a while): their members
+// subscribe again and reach the new coordinator, which starts from the
+// replicated offsets. What they had not committed comes again.
+func (m *groupManager) abdicate(now time.Time) {
+	if m.b.cl == nil {
+		return
+	}
+	leader := m.b.cl.meta.Leader()
+	switch {
+	case leader == m.b.cl.cfg.NodeID:
+		m.leaderless = time.Time{}
+		return
+	case leader == 0:
+		if m.leaderless.IsZero() {
+			m.leaderless = now
+		}
+		if now.Sub(m.leaderless) < abdicateAfter {
+			return
+		}
+	}
+	m.mu.Lock()
+	n := len(m.groups)
+	m.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	m.flush() // best effort: the new coordinator gets the latest offsets
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, gs := range m.groups {
+		for id, s := range gs.subs {
+			s.mu.Lock()
+			s.end(m.b.notCoordinator())
+			s.mu.Unlock()
+			m.b.log.Info("group member handed to the new coordinator", "group", gs.name, "member", id, "coordinator", leader)
+		}
+	}
+	clear(m.groups)
+}
+
+// abdicateAfter is how long a coordinator keeps its groups while no node
+// leads the metadata group (an election usually takes about a second).
+const abdicateAfter = 3 * time.Second
 
 func (m *groupManager) updateLag() {
 	type lag struct {

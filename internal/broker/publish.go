@@ -183,7 +183,7 @@ func fillRecords(recs []record.Record, now int64) {
 // appendDurable queues a validated batch for the partition's writer.
 func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done func(int64, error)) {
 	if p.remote {
-		b.relay(p, batch, mode, forwarded, p.notHere(), done)
+		b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
 		return
 	}
 	if q := b.cfg.MaxDiskBytes; q > 0 && b.diskBytes.Load() >= q {
@@ -192,6 +192,12 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, for
 		return
 	}
 	if p.rep != nil {
+		if lead := p.rep.Leader(); lead != 0 && lead != b.cl.cfg.NodeID {
+			// Relay from here, where waiting for room is fine: the
+			// replica's goroutine (proposeDurable's callback) must not wait.
+			b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
+			return
+		}
 		b.proposeDurable(p, batch, n, mode, forwarded, done)
 		return
 	}
@@ -219,7 +225,7 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, fo
 	p.rep.Propose([][]byte{batch}, ack, func(first int64, err error) {
 		switch {
 		case errors.Is(err, replication.ErrNotLeader):
-			b.relay(p, batch, mode, forwarded, p.notHere(), done)
+			b.relay(p, batch, mode, forwarded, p.notHere(), false, done)
 		case errors.Is(err, replication.ErrBusy):
 			b.m.rejected.WithLabelValues("queue_full").Inc()
 			done(0, exhausted(50*time.Millisecond, "%v", err))
@@ -235,13 +241,16 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, fo
 }
 
 // relay forwards a publish this node cannot serve to the partition's
-// leader, unless it was itself forwarded here.
-func (b *Broker) relay(p *partition, batch []byte, mode Mode, forwarded bool, notHere error, done func(int64, error)) {
+// leader, unless it was itself forwarded here. With wait, a full relay
+// queue makes the caller wait (bounded) instead of failing the publish:
+// failing one batch while later ones go through would reorder a
+// publisher's records.
+func (b *Broker) relay(p *partition, batch []byte, mode Mode, forwarded bool, notHere error, wait bool, done func(int64, error)) {
 	if forwarded {
 		done(0, notHere)
 		return
 	}
-	b.forwardPublish(p, batch, mode, notHere, done)
+	b.forwardPublish(p, batch, mode, notHere, wait, done)
 }
 
 // appendRing stores performance records in the partition's ring and wakes

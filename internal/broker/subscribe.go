@@ -62,6 +62,9 @@ type SubscribeOptions struct {
 	IncludePerformance bool
 	// Packed delivers durable records as whole batches where possible.
 	Packed bool
+	// Forwarded marks a group subscription another node relayed here to
+	// its coordinator: served here or refused, never relayed again.
+	Forwarded bool
 }
 
 // DeliveredRecord is a record as delivered, with where it comes from.
@@ -116,6 +119,9 @@ type Subscription struct {
 	opts     SubscribeOptions
 	memberID string
 	gs       *groupState // nil without a group
+	// remote is set when the group's coordinator is another node, which
+	// then serves this subscription (coordinator.go).
+	remote *remoteSub
 
 	// mu guards the fields below. Lock order: groupManager.mu before mu.
 	mu         sync.Mutex
@@ -145,6 +151,22 @@ func (b *Broker) Subscribe(opts SubscribeOptions) (*Subscription, error) {
 	}
 	if err := b.register(s); err != nil {
 		return nil, err
+	}
+	if opts.Group != "" {
+		local, addr, err := b.coordinator()
+		switch {
+		case err == nil && !local && opts.Forwarded:
+			err = b.notCoordinator()
+		case err == nil && !local:
+			err = b.subscribeRemote(s, addr)
+		}
+		if err != nil || !local {
+			if err != nil {
+				b.unregister(s)
+				return nil, err
+			}
+			return s, nil
+		}
 	}
 	if err := b.openSubscription(s); err != nil {
 		b.unregister(s)
@@ -252,6 +274,9 @@ func (s *Subscription) MemberID() string { return s.memberID }
 
 // SessionTimeout is the group session timeout in force.
 func (s *Subscription) SessionTimeout() time.Duration {
+	if s.remote != nil {
+		return s.remote.timeout
+	}
 	if s.gs == nil {
 		return 0
 	}
@@ -280,6 +305,9 @@ func (s *Subscription) Close() {
 	s.mu.Lock()
 	s.end(errorf(ErrUnavailable, "subscription closed"))
 	s.mu.Unlock()
+	if s.remote != nil {
+		s.remote.close()
+	}
 	if s.gs != nil {
 		s.b.groups.leave(s)
 	}
@@ -288,6 +316,9 @@ func (s *Subscription) Close() {
 
 // Heartbeat keeps a group member's session alive.
 func (s *Subscription) Heartbeat() error {
+	if s.remote != nil {
+		return s.remote.heartbeat()
+	}
 	if s.gs == nil {
 		return nil
 	}
@@ -301,6 +332,9 @@ func (s *Subscription) Heartbeat() error {
 func (s *Subscription) Poll(ctx context.Context, maxRecords int, maxBytes int) (*Delivery, error) {
 	if maxRecords <= 0 {
 		return nil, errorf(ErrInvalidArgument, "poll needs credit for at least one record")
+	}
+	if s.remote != nil {
+		return s.remote.poll(ctx, s, maxRecords)
 	}
 	for {
 		changed := s.t.changed()

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -44,13 +45,22 @@ type Node struct {
 type Metadata struct {
 	topics map[string]*Topic
 	nodes  map[uint64]*Node
+	// offsets are the consumer groups' committed offsets: group → partition
+	// → the next offset to consume.
+	offsets map[string]map[Partition]int64
 	// Applied is the index of the last command applied.
 	Applied uint64
 }
 
 // NewMetadata returns an empty state.
 func NewMetadata() *Metadata {
-	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*Node)}
+	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*Node), offsets: make(map[string]map[Partition]int64)}
+}
+
+// Partition names a partition of a topic.
+type Partition struct {
+	Topic string
+	ID    int32
 }
 
 // Change is what one applied command changed, for the node to act on
@@ -59,6 +69,15 @@ type Change struct {
 	Created *Topic
 	Deleted *Topic
 	Node    *Node
+	// Committed is the group whose offsets a CommitOffsets set, with the
+	// offsets it kept (those of existing partitions).
+	Committed *GroupOffsets
+}
+
+// GroupOffsets are committed offsets of one group.
+type GroupOffsets struct {
+	Group   string
+	Offsets map[Partition]int64
 }
 
 // Apply applies the command at log index index and returns what changed,
@@ -80,6 +99,16 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 			return Change{}, fmt.Errorf("%w: %q", ErrTopicNotFound, k.DeleteTopic.GetName())
 		}
 		delete(m.topics, t.Name)
+		for g, offs := range m.offsets {
+			for p := range offs {
+				if p.Topic == t.Name {
+					delete(offs, p)
+				}
+			}
+			if len(offs) == 0 {
+				delete(m.offsets, g)
+			}
+		}
 		return Change{Deleted: t}, nil
 	case *pb.Command_RegisterNode:
 		n := &Node{ID: k.RegisterNode.GetId(), RaftAddr: k.RegisterNode.GetRaftAddr(),
@@ -89,8 +118,69 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		}
 		m.nodes[n.ID] = n
 		return Change{Node: n}, nil
+	case *pb.Command_CommitOffsets:
+		return m.commitOffsets(k.CommitOffsets)
+	case *pb.Command_Barrier:
+		return Change{}, nil
 	}
 	return Change{}, fmt.Errorf("%w: no command", ErrBadCommand)
+}
+
+// commitOffsets keeps the offsets of partitions that exist: a flush may
+// race with the deletion of a topic, and the other offsets still count.
+func (m *Metadata) commitOffsets(c *pb.CommitOffsets) (Change, error) {
+	if c.GetGroup() == "" {
+		return Change{}, fmt.Errorf("%w: commit without a group", ErrBadCommand)
+	}
+	kept := &GroupOffsets{Group: c.GetGroup(), Offsets: make(map[Partition]int64)}
+	for _, o := range c.GetOffsets() {
+		t, ok := m.topics[o.GetTopic()]
+		if !ok || o.GetPartition() < 0 || int(o.GetPartition()) >= len(t.Replicas) || o.GetOffset() < 0 {
+			continue
+		}
+		kept.Offsets[Partition{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
+	}
+	if len(kept.Offsets) == 0 {
+		return Change{Committed: kept}, nil
+	}
+	offs := m.offsets[kept.Group]
+	if offs == nil {
+		offs = make(map[Partition]int64)
+		m.offsets[kept.Group] = offs
+	}
+	for p, off := range kept.Offsets {
+		offs[p] = off
+	}
+	return Change{Committed: kept}, nil
+}
+
+// Committed returns a group's committed offset on a partition, or false.
+func (m *Metadata) Committed(group string, p Partition) (int64, bool) {
+	off, ok := m.offsets[group][p]
+	return off, ok
+}
+
+// GroupOffsets returns a copy of a group's committed offsets (nil: none).
+func (m *Metadata) GroupOffsets(group string) map[Partition]int64 {
+	offs := m.offsets[group]
+	if offs == nil {
+		return nil
+	}
+	out := make(map[Partition]int64, len(offs))
+	for p, off := range offs {
+		out[p] = off
+	}
+	return out
+}
+
+// Groups returns the names of the groups with committed offsets, sorted.
+func (m *Metadata) Groups() []string {
+	out := make([]string, 0, len(m.offsets))
+	for g := range m.offsets {
+		out = append(out, g)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (m *Metadata) createTopic(c *pb.CreateTopic) (Change, error) {
@@ -194,6 +284,19 @@ func (m *Metadata) Snapshot() *pb.Snapshot {
 	for _, t := range m.Topics() {
 		s.Topics = append(s.Topics, topicState(t))
 	}
+	for _, g := range m.Groups() {
+		c := &pb.CommitOffsets{Group: g}
+		for p, off := range m.offsets[g] {
+			c.Offsets = append(c.Offsets, &pb.GroupOffset{Topic: p.Topic, Partition: p.ID, Offset: off})
+		}
+		slices.SortFunc(c.Offsets, func(a, b *pb.GroupOffset) int {
+			if a.GetTopic() != b.GetTopic() {
+				return strings.Compare(a.GetTopic(), b.GetTopic())
+			}
+			return int(a.GetPartition()) - int(b.GetPartition())
+		})
+		s.Groups = append(s.Groups, c)
+	}
 	return s
 }
 
@@ -210,5 +313,12 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 			t.Replicas = append(t.Replicas, slices.Clone(p.GetReplicas()))
 		}
 		m.topics[t.Name] = t
+	}
+	for _, c := range s.GetGroups() {
+		offs := make(map[Partition]int64, len(c.GetOffsets()))
+		for _, o := range c.GetOffsets() {
+			offs[Partition{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
+		}
+		m.offsets[c.GetGroup()] = offs
 	}
 }

@@ -77,6 +77,54 @@ func TestMetadataScript(t *testing.T) {
 	}
 }
 
+func commit(group, topic string, partition int32, offset int64) *pb.Command {
+	return &pb.Command{Kind: &pb.Command_CommitOffsets{CommitOffsets: &pb.CommitOffsets{Group: group,
+		Offsets: []*pb.GroupOffset{{Topic: topic, Partition: partition, Offset: offset}}}}}
+}
+
+// Committed offsets are kept for partitions that exist, replaced by later
+// commits, and forgotten with their topic.
+func TestMetadataGroupOffsets(t *testing.T) {
+	m := NewMetadata()
+	i := uint64(0)
+	apply := func(cmd *pb.Command) (Change, error) {
+		i++
+		return m.Apply(i, cmd)
+	}
+	apply(register(1))
+	apply(create("orders", 2, 1))
+	apply(create("audit", 1, 1))
+	ch, err := apply(&pb.Command{Kind: &pb.Command_CommitOffsets{CommitOffsets: &pb.CommitOffsets{Group: "billing",
+		Offsets: []*pb.GroupOffset{
+			{Topic: "orders", Partition: 0, Offset: 10},
+			{Topic: "orders", Partition: 1, Offset: 20},
+			{Topic: "orders", Partition: 2, Offset: 30}, // no such partition
+			{Topic: "gone", Partition: 0, Offset: 40},   // no such topic
+			{Topic: "audit", Partition: 0, Offset: 5},
+		}}}})
+	if err != nil || len(ch.Committed.Offsets) != 3 {
+		t.Fatalf("commit: %v, kept %v", err, ch.Committed)
+	}
+	apply(commit("billing", "orders", 0, 11))
+	if off, ok := m.Committed("billing", Partition{"orders", 0}); !ok || off != 11 {
+		t.Fatalf("orders/0: %d %v, want 11", off, ok)
+	}
+	if _, err := apply(commit("", "orders", 0, 1)); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("commit without a group: %v", err)
+	}
+	apply(del("orders"))
+	if offs := m.GroupOffsets("billing"); len(offs) != 1 || offs[Partition{"audit", 0}] != 5 {
+		t.Fatalf("after deleting orders: %v", offs)
+	}
+	apply(del("audit"))
+	if g := m.Groups(); len(g) != 0 {
+		t.Fatalf("groups left after deleting every topic: %v", g)
+	}
+	if _, err := apply(&pb.Command{Kind: &pb.Command_Barrier{Barrier: &pb.Barrier{}}}); err != nil {
+		t.Fatalf("barrier: %v", err)
+	}
+}
+
 func TestMetadataApplyOutOfOrderPanics(t *testing.T) {
 	m := NewMetadata()
 	m.Apply(5, register(1))
@@ -95,7 +143,9 @@ func TestMetadataDeterministicAndSnapshot(t *testing.T) {
 	a, b := NewMetadata(), NewMetadata()
 	for i := 1; i <= 300; i++ {
 		var cmd *pb.Command
-		switch rng.Intn(3) {
+		switch rng.Intn(4) {
+		case 3:
+			cmd = commit(fmt.Sprint("g", rng.Intn(3)), fmt.Sprint("t", rng.Intn(20)), int32(rng.Intn(4)), int64(rng.Intn(1000)))
 		case 0:
 			cmd = register(uint64(1 + rng.Intn(5)))
 		case 1:

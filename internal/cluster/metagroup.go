@@ -229,6 +229,43 @@ func (g *MetaGroup) Nodes() []Node {
 	return g.md.Nodes()
 }
 
+// Committed, GroupOffsets and Groups read the consumer groups' committed
+// offsets as applied here (see Metadata).
+func (g *MetaGroup) Committed(group string, p Partition) (int64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Committed(group, p)
+}
+
+func (g *MetaGroup) GroupOffsets(group string) map[Partition]int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.GroupOffsets(group)
+}
+
+func (g *MetaGroup) Groups() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Groups()
+}
+
+// Sync returns once this node has applied (and acted on) every command
+// the metadata group committed before the call, wherever it was
+// proposed: a topic created through another node is known here after
+// Sync. REQUIRES: not called from OnChange (the group's goroutine cannot
+// wait for itself; ctx would expire).
+func (g *MetaGroup) Sync(ctx context.Context) error {
+	return g.rep.ReadIndex(ctx)
+}
+
+// Barrier returns once this node leads the metadata group and has applied
+// everything committed before the call: a new leader's state may lag its
+// log until an entry of its own term commits. ErrNotLeader otherwise.
+func (g *MetaGroup) Barrier(ctx context.Context) error {
+	_, err := g.Propose(ctx, &pb.Command{Kind: &pb.Command_Barrier{Barrier: &pb.Barrier{}}})
+	return err
+}
+
 // Close stops the group and closes its log.
 func (g *MetaGroup) Close() error {
 	g.cfg.Host.Remove(MetaGroupName)

@@ -37,6 +37,12 @@ func (r *Replica) handleReadies() error {
 		if err := r.apply(rd.CommittedEntries); err != nil {
 			return err
 		}
+		for _, rs := range rd.ReadStates {
+			if ch := r.reads[string(rs.RequestCtx)]; ch != nil {
+				delete(r.reads, string(rs.RequestCtx))
+				ch <- rs.Index
+			}
+		}
 		r.rn.Advance(rd)
 	}
 	return nil
@@ -132,6 +138,7 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 	if r.cfg.OnCommit != nil {
 		r.cfg.OnCommit(batches, hw)
 	}
+	r.applied.Store(ents[len(ents)-1].GetIndex())
 	return nil
 }
 

@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -140,6 +142,12 @@ type Replica struct {
 	held []*proposal
 
 	leader atomic.Uint64 // last known leader, for other goroutines
+	// applied is the index of the last entry applied (handed to OnCommit).
+	applied atomic.Uint64
+	// reads are the ReadIndex requests waiting for their index, by request
+	// context. Owned by the loop goroutine.
+	reads   map[string]chan uint64
+	readSeq uint64
 }
 
 // NewReplica starts the group's replica over store. A store with no entries
@@ -172,7 +180,9 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 		propc: make(chan *proposal, cfg.MaxQueue), recvc: make(chan *pb.Message, 4096), calls: make(chan func()),
 		stopc: make(chan struct{}), done: make(chan struct{}),
 		pending: make(map[uint64]*pendingEntry), byIndex: make(map[uint64]*pendingEntry),
+		reads: make(map[string]chan uint64),
 	}
+	r.applied.Store(rc.Applied)
 	go r.run()
 	return r, nil
 }
@@ -290,6 +300,53 @@ func (r *Replica) TransferLeadership(node uint64) bool {
 		r.cfg.Logger.Info("transferring leadership", "group", r.cfg.Group, "to", node)
 	}
 	return started
+}
+
+// ReadIndex returns once this replica has applied every entry committed in
+// the group before the call (a linearizable read point, asked of the
+// leader): what a node reads afterwards includes any write acknowledged
+// before, wherever it was made. It fails when ctx ends first, for instance
+// while there is no leader.
+func (r *Replica) ReadIndex(ctx context.Context) error {
+	ch := make(chan uint64, 1)
+	var key string
+	f := func() {
+		// The leader tracks read requests by context across the group:
+		// make it unique per replica.
+		r.readSeq++
+		key = string(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, r.cfg.NodeID), r.readSeq))
+		r.reads[key] = ch
+		r.rn.ReadIndex([]byte(key))
+	}
+	select {
+	case r.calls <- f:
+	case <-r.stopc:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var idx uint64
+	select {
+	case idx = <-ch:
+	case <-r.stopc:
+		return ErrStopped
+	case <-ctx.Done():
+		select { // forget the request; raft may never answer it
+		case r.calls <- func() { delete(r.reads, key) }:
+		case <-r.stopc:
+		}
+		return ctx.Err()
+	}
+	for r.applied.Load() < idx {
+		select {
+		case <-r.stopc:
+			return ErrStopped
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // Stop stops the loop and fails what is pending with ErrStopped.

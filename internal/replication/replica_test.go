@@ -4,6 +4,7 @@ import (
 	"net"
 
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"google.golang.org/grpc"
@@ -377,4 +378,36 @@ func TestCutOffLeaderCannotCommit(t *testing.T) {
 		t.Fatal("the cut-off consistent publish never ended")
 	}
 	g.converged(2)
+}
+
+// ReadIndex on a follower returns only once the follower has applied what
+// the leader acknowledged before; a follower cut off from the leader
+// cannot get a read point.
+func TestReadIndexOnFollower(t *testing.T) {
+	g := newGroup(t, 3)
+	l := g.leader()
+	var f *member
+	for _, m := range g.ms {
+		if m != l {
+			f = m
+		}
+	}
+	for i := 0; i < 20; i++ {
+		hw := g.publish(fmt.Sprint("r", i), 5, AckCommitted) + 5
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := f.r.ReadIndex(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("read index %d: %v", i, err)
+		}
+		if got := f.highWatermark(); got < hw {
+			t.Fatalf("after ReadIndex the follower's high watermark is %d, the leader acknowledged up to %d", got, hw)
+		}
+	}
+	g.net.setCut(f.id, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := f.r.ReadIndex(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ReadIndex on a cut-off follower: %v, want a deadline error", err)
+	}
 }

@@ -91,6 +91,9 @@ func WithMaxReceiveBytes(n int) Option {
 // Dial connects to the broker at addr ("host:port") and waits until the
 // connection is ready, bounded by ctx and the dial timeout. Once
 // connected, the Client reconnects on its own when the connection breaks.
+// On a cluster, addr may list several nodes ("h1:p1,h2:p2,h3:p3"): the
+// Client uses one and moves to the next when it fails; any node serves
+// any request.
 //
 // Errors: ErrUnavailable when the first connection attempt fails (e.g.
 // connection refused) or does not complete within the dial timeout,
@@ -108,11 +111,18 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.retry = cfg.retry.normalize()
+	target, nodes, err := nodesTarget(addr)
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: err.Error()}
+	}
 	dopts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.recvMax)),
 	}, cfg.dialOpts...)
-	conn, err := grpc.NewClient(addr, dopts...)
+	if nodes != nil {
+		dopts = append(dopts, grpc.WithResolvers(nodes))
+	}
+	conn, err := grpc.NewClient(target, dopts...)
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("dial %s: %v", addr, err)}
 	}

@@ -55,7 +55,10 @@ func (r *mutationResolver) Ack(ctx context.Context, group string, memberID strin
 }
 
 func (r *queryResolver) Groups(ctx context.Context) ([]*Group, error) {
-	sums := r.b.ListGroups()
+	sums, err := r.b.ListGroups()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*Group, len(sums))
 	for i, s := range sums {
 		out[i] = newGroup(r.b, s)

@@ -187,7 +187,21 @@ func (s *Service) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 	return resp, nil
 }
 
+// relayedGroupCall refuses a group request another node relayed here
+// unless this node coordinates groups (no second relay).
+func (s *Service) relayedGroupCall(ctx context.Context) error {
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(broker.ForwardedHeader)) > 0 {
+		if err := s.b.CheckCoordinator(); err != nil {
+			return toStatus(err)
+		}
+	}
+	return nil
+}
+
 func (s *Service) CommitOffsets(ctx context.Context, req *pb.CommitOffsetsRequest) (*pb.CommitOffsetsResponse, error) {
+	if err := s.relayedGroupCall(ctx); err != nil {
+		return nil, err
+	}
 	offsets := make([]broker.Offset, len(req.Offsets))
 	for i, o := range req.Offsets {
 		offsets[i] = broker.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
@@ -199,14 +213,24 @@ func (s *Service) CommitOffsets(ctx context.Context, req *pb.CommitOffsetsReques
 }
 
 func (s *Service) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {
+	if err := s.relayedGroupCall(ctx); err != nil {
+		return nil, err
+	}
+	groups, err := s.b.ListGroups()
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	resp := &pb.ListGroupsResponse{}
-	for _, g := range s.b.ListGroups() {
+	for _, g := range groups {
 		resp.Groups = append(resp.Groups, &pb.GroupSummary{Group: g.Name, Members: int32(g.Members), Topics: g.Topics})
 	}
 	return resp, nil
 }
 
 func (s *Service) DescribeGroup(ctx context.Context, req *pb.DescribeGroupRequest) (*pb.DescribeGroupResponse, error) {
+	if err := s.relayedGroupCall(ctx); err != nil {
+		return nil, err
+	}
 	d, err := s.b.DescribeGroup(req.Group)
 	if err != nil {
 		return nil, toStatus(err)

@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"google.golang.org/grpc/metadata"
 	"io"
 	"sync"
 	"time"
@@ -39,6 +40,9 @@ func (s *Service) Subscribe(stream pb.Hermes_SubscribeServer) error {
 	opts, err := subscribeOptions(open)
 	if err != nil {
 		return toStatus(err)
+	}
+	if md, ok := metadata.FromIncomingContext(stream.Context()); ok && len(md.Get(broker.ForwardedHeader)) > 0 {
+		opts.Forwarded = true
 	}
 	sub, err := s.b.Subscribe(opts)
 	if err != nil {

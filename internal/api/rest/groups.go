@@ -119,7 +119,11 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, _ url.Values) e
 	out := struct {
 		Groups []groupSummaryJSON `json:"groups"`
 	}{Groups: []groupSummaryJSON{}}
-	for _, g := range a.b.ListGroups() {
+	groups, err := a.b.ListGroups()
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
 		out.Groups = append(out.Groups, groupSummaryJSON{Group: g.Name, Members: g.Members, Topics: nonNil(g.Topics)})
 	}
 	writeJSON(w, http.StatusOK, out)

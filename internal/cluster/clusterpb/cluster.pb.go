@@ -33,6 +33,8 @@ type Command struct {
 	//	*Command_CreateTopic
 	//	*Command_DeleteTopic
 	//	*Command_RegisterNode
+	//	*Command_CommitOffsets
+	//	*Command_Barrier
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -109,6 +111,24 @@ func (x *Command) GetRegisterNode() *RegisterNode {
 	return nil
 }
 
+func (x *Command) GetCommitOffsets() *CommitOffsets {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_CommitOffsets); ok {
+			return x.CommitOffsets
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetBarrier() *Barrier {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Barrier); ok {
+			return x.Barrier
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -125,11 +145,25 @@ type Command_RegisterNode struct {
 	RegisterNode *RegisterNode `protobuf:"bytes,4,opt,name=register_node,json=registerNode,proto3,oneof"`
 }
 
+type Command_CommitOffsets struct {
+	CommitOffsets *CommitOffsets `protobuf:"bytes,5,opt,name=commit_offsets,json=commitOffsets,proto3,oneof"`
+}
+
+type Command_Barrier struct {
+	// Barrier changes nothing: a node that applied it has applied
+	// everything committed before it (a new coordinator's catch-up).
+	Barrier *Barrier `protobuf:"bytes,6,opt,name=barrier,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
 
 func (*Command_RegisterNode) isCommand_Kind() {}
+
+func (*Command_CommitOffsets) isCommand_Kind() {}
+
+func (*Command_Barrier) isCommand_Kind() {}
 
 type TopicConfig struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -389,18 +423,169 @@ func (x *RegisterNode) GetHttpAddr() string {
 	return ""
 }
 
+// CommitOffsets records a consumer group's committed offsets (the next
+// offset to consume) on partitions of existing topics.
+type CommitOffsets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets       []*GroupOffset         `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsets) Reset() {
+	*x = CommitOffsets{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsets) ProtoMessage() {}
+
+func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
+func (*CommitOffsets) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CommitOffsets) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CommitOffsets) GetOffsets() []*GroupOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+type GroupOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupOffset) Reset() {
+	*x = GroupOffset{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupOffset) ProtoMessage() {}
+
+func (x *GroupOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
+func (*GroupOffset) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GroupOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GroupOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *GroupOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type Barrier struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Barrier) Reset() {
+	*x = Barrier{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Barrier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Barrier) ProtoMessage() {}
+
+func (x *Barrier) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
+func (*Barrier) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
+}
+
 // Snapshot is the whole metadata state, for a node that joins late.
 type Snapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*RegisterNode        `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Topics        []*TopicState          `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	Groups        []*CommitOffsets       `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +597,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +610,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -442,6 +627,13 @@ func (x *Snapshot) GetTopics() []*TopicState {
 	return nil
 }
 
+func (x *Snapshot) GetGroups() []*CommitOffsets {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 type TopicState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -453,7 +645,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +657,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +670,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TopicState) GetName() string {
@@ -512,7 +704,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +716,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +729,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -551,12 +743,14 @@ var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\x8e\x02\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xa3\x03\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
 	"\fdelete_topic\x18\x03 \x01(\v2'.hermes.internal.cluster.v1.DeleteTopicH\x00R\vdeleteTopic\x12O\n" +
-	"\rregister_node\x18\x04 \x01(\v2(.hermes.internal.cluster.v1.RegisterNodeH\x00R\fregisterNodeB\x06\n" +
+	"\rregister_node\x18\x04 \x01(\v2(.hermes.internal.cluster.v1.RegisterNodeH\x00R\fregisterNode\x12R\n" +
+	"\x0ecommit_offsets\x18\x05 \x01(\v2).hermes.internal.cluster.v1.CommitOffsetsH\x00R\rcommitOffsets\x12?\n" +
+	"\abarrier\x18\x06 \x01(\v2#.hermes.internal.cluster.v1.BarrierH\x00R\abarrierB\x06\n" +
 	"\x04kind\"\x9c\x02\n" +
 	"\vTopicConfig\x12\x1e\n" +
 	"\n" +
@@ -577,10 +771,19 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"\x8a\x01\n" +
+	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"h\n" +
+	"\rCommitOffsets\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
+	"\aoffsets\x18\x02 \x03(\v2'.hermes.internal.cluster.v1.GroupOffsetR\aoffsets\"Y\n" +
+	"\vGroupOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"\t\n" +
+	"\aBarrier\"\xcd\x01\n" +
 	"\bSnapshot\x12>\n" +
 	"\x05nodes\x18\x01 \x03(\v2(.hermes.internal.cluster.v1.RegisterNodeR\x05nodes\x12>\n" +
-	"\x06topics\x18\x02 \x03(\v2&.hermes.internal.cluster.v1.TopicStateR\x06topics\"\xad\x01\n" +
+	"\x06topics\x18\x02 \x03(\v2&.hermes.internal.cluster.v1.TopicStateR\x06topics\x12A\n" +
+	"\x06groups\x18\x03 \x03(\v2).hermes.internal.cluster.v1.CommitOffsetsR\x06groups\"\xad\x01\n" +
 	"\n" +
 	"TopicState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
@@ -603,31 +806,38 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hermes.internal.cluster.v1.Command
 	(*TopicConfig)(nil),    // 1: hermes.internal.cluster.v1.TopicConfig
 	(*CreateTopic)(nil),    // 2: hermes.internal.cluster.v1.CreateTopic
 	(*DeleteTopic)(nil),    // 3: hermes.internal.cluster.v1.DeleteTopic
 	(*RegisterNode)(nil),   // 4: hermes.internal.cluster.v1.RegisterNode
-	(*Snapshot)(nil),       // 5: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),     // 6: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil), // 7: hermes.internal.cluster.v1.PartitionState
+	(*CommitOffsets)(nil),  // 5: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),    // 6: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),        // 7: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),       // 8: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),     // 9: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil), // 10: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
-	2, // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
-	3, // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	4, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	1, // 3: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	4, // 4: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	6, // 5: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	1, // 6: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	7, // 7: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	2,  // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
+	3,  // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
+	4,  // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	5,  // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	7,  // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	1,  // 5: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	6,  // 6: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	4,  // 7: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	9,  // 8: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	5,  // 9: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	1,  // 10: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	10, // 11: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -639,6 +849,8 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_CreateTopic)(nil),
 		(*Command_DeleteTopic)(nil),
 		(*Command_RegisterNode)(nil),
+		(*Command_CommitOffsets)(nil),
+		(*Command_Barrier)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -646,7 +858,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
