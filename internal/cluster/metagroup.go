@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,8 +44,13 @@ type MetaConfig struct {
 	Forward *replication.GRPCTransport
 	// OnChange is called, in log order and from one goroutine, with what
 	// each applied command changed (also for the commands replayed at
-	// start). It must not block for long.
+	// start, and for what a snapshot installed changed). It must not block
+	// for long.
 	OnChange func(Change)
+	// SnapshotEntries: the metadata log is folded into a snapshot of the
+	// state every so many entries (default 1000), so it stays small and a
+	// restart replays little.
+	SnapshotEntries int
 }
 
 // MetaGroup runs the metadata Raft group on a node and applies its log to
@@ -86,16 +92,28 @@ func OpenMetaGroup(cfg MetaConfig) (*MetaGroup, error) {
 		log.Close()
 		return nil, err
 	}
+	if cfg.SnapshotEntries == 0 {
+		cfg.SnapshotEntries = 1000
+	}
 	g := &MetaGroup{cfg: cfg, log: log, store: store, md: NewMetadata(), waiters: make(map[uint64]chan reply)}
 	g.nextID.Store(cfg.NodeID << 40)
 	hs, _, _ := store.InitialState()
-	if err := g.replay(store.OffsetAfter(hs.GetCommit())); err != nil {
+	from := int64(0)
+	if state, off := store.SnapshotState(); state != nil {
+		if err := g.restore(state, off); err != nil {
+			log.Close()
+			return nil, err
+		}
+		from = off
+	}
+	if err := g.replay(from, store.OffsetAfter(hs.GetCommit())); err != nil {
 		log.Close()
 		return nil, err
 	}
 	g.rep, err = replication.NewReplica(replication.Config{
 		Group: MetaGroupName, NodeID: cfg.NodeID, Peers: cfg.Peers, TickInterval: cfg.TickInterval,
 		Logger: cfg.Logger, OnCommit: g.onCommit,
+		SnapshotEntries: cfg.SnapshotEntries, Snapshot: g.snapshot, OnSnapshot: g.onSnapshot,
 	}, store, cfg.Transport)
 	if err != nil {
 		log.Close()
@@ -108,10 +126,10 @@ func OpenMetaGroup(cfg MetaConfig) (*MetaGroup, error) {
 	return g, nil
 }
 
-// replay applies the committed commands already in the log, up to offset
-// end (exclusive).
-func (g *MetaGroup) replay(end int64) error {
-	for off := int64(0); off < end; {
+// replay applies the committed commands already in the log, from offset
+// from up to end (exclusive).
+func (g *MetaGroup) replay(from, end int64) error {
+	for off := from; off < end; {
 		raw, err := g.log.Read(off, 1<<20, end)
 		if err != nil {
 			return fmt.Errorf("replay metadata at %d: %w", off, err)
@@ -125,6 +143,74 @@ func (g *MetaGroup) replay(end int64) error {
 			raw, off = raw[h.Size():], h.NextOffset()
 		}
 	}
+	return nil
+}
+
+// snapshot is the state for the replica's snapshots (on its goroutine,
+// with every committed command applied).
+func (g *MetaGroup) snapshot() []byte {
+	g.mu.Lock()
+	snap := g.md.Snapshot()
+	g.mu.Unlock()
+	b, err := proto.Marshal(snap)
+	if err != nil {
+		panic(fmt.Sprintf("cluster: marshal the metadata snapshot: %v", err)) // a valid message always marshals
+	}
+	return b
+}
+
+// onSnapshot installs the leader's snapshot (this node was too far
+// behind for the log).
+func (g *MetaGroup) onSnapshot(state []byte, offset int64) {
+	if err := g.restore(state, offset); err != nil {
+		g.cfg.Logger.Error("cannot install the metadata snapshot", "err", err)
+	}
+}
+
+// restore replaces the state by a snapshot taken after the records below
+// offset, and tells OnChange what changed: topics gone or placed
+// differently are deleted, new ones created, and every node announced.
+func (g *MetaGroup) restore(state []byte, offset int64) error {
+	var snap pb.Snapshot
+	if err := proto.Unmarshal(state, &snap); err != nil {
+		return fmt.Errorf("cluster: metadata snapshot: %w", err)
+	}
+	g.mu.Lock()
+	before := g.md.Topics()
+	g.md.Restore(uint64(offset), &snap)
+	after := g.md.Topics()
+	nodes := g.md.Nodes()
+	g.mu.Unlock()
+	var changes []Change
+	old := make(map[string]*Topic, len(before))
+	for _, t := range before {
+		old[t.Name] = t
+	}
+	for _, t := range after {
+		if o, ok := old[t.Name]; ok && proto.Equal(o.Config, t.Config) && slices.EqualFunc(o.Replicas, t.Replicas, slices.Equal) {
+			delete(old, t.Name) // unchanged
+			continue
+		}
+		if o, ok := old[t.Name]; ok {
+			changes = append(changes, Change{Deleted: o})
+			delete(old, t.Name)
+		}
+		changes = append(changes, Change{Created: t})
+	}
+	for _, o := range old {
+		changes = append([]Change{{Deleted: o}}, changes...)
+	}
+	for i := range nodes {
+		changes = append(changes, Change{Node: &nodes[i]})
+	}
+	if g.cfg.OnChange != nil {
+		for _, ch := range changes {
+			g.cfg.OnChange(ch)
+		}
+	}
+	g.mu.Lock()
+	g.settled = g.md.Applied
+	g.mu.Unlock()
 	return nil
 }
 

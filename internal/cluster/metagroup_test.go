@@ -17,6 +17,9 @@ import (
 	"github.com/hermes-mq/hermes/internal/replication"
 )
 
+// metaSnapshotEntries is SnapshotEntries of the test nodes (0: default).
+var metaSnapshotEntries int
+
 type metaNode struct {
 	id      uint64
 	dir     string
@@ -77,7 +80,7 @@ func startMetaNode(t *testing.T, nd *metaNode, all []*metaNode) {
 	nd.mu.Unlock()
 	nd.g, err = OpenMetaGroup(MetaConfig{
 		NodeID: nd.id, Peers: peers, Dir: nd.dir + "/meta-log", Meta: nd.ms, Transport: nd.tr, Host: host, Forward: nd.tr,
-		Logger: quiet, TickInterval: 10 * time.Millisecond,
+		Logger: quiet, TickInterval: 10 * time.Millisecond, SnapshotEntries: metaSnapshotEntries,
 		OnChange: func(c Change) {
 			nd.mu.Lock()
 			nd.changes = append(nd.changes, c)
@@ -227,5 +230,92 @@ func TestMetaGroupRunForwardsToTheLeader(t *testing.T) {
 	}
 	if _, ok := follower.g.Topic("forwarded"); ok {
 		t.Fatal("Run returned before the follower applied the deletion")
+	}
+}
+
+// With a snapshot every few entries, a node that was down while the
+// others went on catches up from a snapshot (topics, nodes and group
+// offsets alike, and its OnChange hears of the topics), and every node
+// restarts from its snapshot plus the log after it.
+func TestMetaGroupSnapshots(t *testing.T) {
+	metaSnapshotEntries = 5
+	defer func() { metaSnapshotEntries = 0 }()
+	nodes := startMetaNodes(t, 3)
+	for _, nd := range nodes {
+		if _, err := propose(t, nodes, register(nd.id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	down := nodes[2]
+	if _, err := propose(t, nodes, create("before", 1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, down, func(g *MetaGroup) bool { _, ok := g.Topic("before"); return ok })
+	down.stop()
+	for i := 0; i < 30; i++ {
+		if _, err := propose(t, nodes[:2], commit("g", "before", 0, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := propose(t, nodes[:2], create("during", 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(t, nodes[:2], del("before")); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes[:2] {
+		if first, _ := nd.g.store.FirstIndex(); first < 10 {
+			t.Fatalf("node %d: metadata log starts at index %d after 35 commands, snapshot every 5", nd.id, first)
+		}
+	}
+	startMetaNode(t, down, nodes)
+	waitState(t, down, func(g *MetaGroup) bool {
+		_, gone := g.Topic("before")
+		_, ok := g.Topic("during")
+		return ok && !gone
+	})
+	down.mu.Lock()
+	var created, deleted bool
+	for _, c := range down.changes {
+		created = created || c.Created != nil && c.Created.Name == "during"
+		deleted = deleted || c.Deleted != nil && c.Deleted.Name == "before"
+	}
+	down.mu.Unlock()
+	if !created || !deleted {
+		t.Fatalf("the node that caught up was told of the topic created while it was down: %v, of the one deleted: %v", created, deleted)
+	}
+	// Offsets of a deleted topic went with it; new ones replicate.
+	if _, err := propose(t, nodes, commit("g", "during", 1, 7)); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		waitState(t, nd, func(g *MetaGroup) bool { off, ok := g.Committed("g", Partition{"during", 1}); return ok && off == 7 })
+		if _, ok := nd.g.Committed("g", Partition{"before", 0}); ok {
+			t.Fatalf("node %d still has offsets of the deleted topic", nd.id)
+		}
+	}
+	for _, nd := range nodes {
+		nd.stop()
+	}
+	for _, nd := range nodes {
+		startMetaNode(t, nd, nodes)
+	}
+	for _, nd := range nodes {
+		waitState(t, nd, func(g *MetaGroup) bool {
+			_, ok := g.Topic("during")
+			off, _ := g.Committed("g", Partition{"during", 1})
+			return ok && off == 7 && len(g.Nodes()) == 3
+		})
+	}
+}
+
+func waitState(t *testing.T, nd *metaNode, ok func(*MetaGroup) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(nd.g) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d did not reach the expected metadata state", nd.id)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -235,7 +235,46 @@ func (s *Store) RaftState(group string) ([]byte, error) {
 	return append([]byte(nil), v...), nil
 }
 
-// DeleteRaftState forgets a group's Raft state (its partition was deleted).
+const raftSnapPrefix = "raftsnap/"
+
+// PutRaftStateAndSnapshot durably stores, atomically, a group's Raft state
+// blob and the snapshot taken at its compaction point.
+func (s *Store) PutRaftStateAndSnapshot(group string, state, snapshot []byte) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.Set([]byte(raftPrefix+group), state, nil); err != nil {
+		return err
+	}
+	if err := b.Set([]byte(raftSnapPrefix+group), snapshot, nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
+
+// RaftSnapshot returns a group's stored snapshot, or ErrNotFound. The
+// value is a copy owned by the caller.
+func (s *Store) RaftSnapshot(group string) ([]byte, error) {
+	v, closer, err := s.db.Get([]byte(raftSnapPrefix + group))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
+
+// DeleteRaftState forgets a group's Raft state and snapshot (its
+// partition was deleted).
 func (s *Store) DeleteRaftState(group string) error {
-	return s.db.Delete([]byte(raftPrefix+group), pebble.Sync)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.Delete([]byte(raftPrefix+group), nil); err != nil {
+		return err
+	}
+	if err := b.Delete([]byte(raftSnapPrefix+group), nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
 }

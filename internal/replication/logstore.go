@@ -99,6 +99,9 @@ type LogStore struct {
 	// recent holds the newest appended entries, so appends to followers
 	// are built from memory instead of read back from the log.
 	recent entryCache
+	// snap is the owner's state at the compaction point (see Compact),
+	// nil before the first compaction.
+	snap []byte
 }
 
 // entryCacheBytes bounds the recent entries kept per group.
@@ -120,6 +123,17 @@ func (c *entryCache) add(e *pb.Entry) {
 	c.bytes += len(e.GetData())
 	drop := 0
 	for c.bytes > entryCacheBytes && drop < len(c.ents)-1 {
+		c.bytes -= len(c.ents[drop].GetData())
+		c.ents[drop] = nil
+		drop++
+	}
+	c.ents = c.ents[drop:]
+}
+
+// dropThrough drops cached entries up to index idx.
+func (c *entryCache) dropThrough(idx uint64) {
+	drop := 0
+	for drop < len(c.ents) && c.ents[drop].GetIndex() <= idx {
 		c.bytes -= len(c.ents[drop].GetData())
 		c.ents[drop] = nil
 		drop++
@@ -172,6 +186,20 @@ func OpenLogStore(group string, log *partlog.Log, ms *meta.Store) (*LogStore, er
 		return nil, err
 	}
 	s := &LogStore{group: group, log: log, meta: ms, st: st, first: st.compactIndex + 1}
+	if st.compactIndex > 0 {
+		snap, err := ms.RaftSnapshot(group)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s at index %d: %w", group, st.compactIndex, err)
+		}
+		s.snap = snap
+	}
+	if log.NextOffset() < st.compactOffset || log.StartOffset() > st.compactOffset {
+		// A snapshot was installed but the crash came before the log was
+		// reset to it.
+		if err := log.Reset(st.compactOffset); err != nil {
+			return nil, fmt.Errorf("%s: reset the log to the snapshot at offset %d: %w", group, st.compactOffset, err)
+		}
+	}
 	data, err := s.scan(st.compactOffset)
 	if err != nil {
 		return nil, err
@@ -444,20 +472,111 @@ func (s *LogStore) FirstIndex() (uint64, error) {
 	return s.first, nil
 }
 
-// Snapshot implements raft.Storage. The snapshot of a partition is its
-// files up to the compaction point; their transfer to a follower is not
-// built yet, so the log is never compacted while that is so and raft never
-// needs one.
+// Snapshot implements raft.Storage: the owner's state at the compaction
+// point (see Compact), with the partition offset the log continues at.
+// Before any compaction it is empty (index 0).
 func (s *LogStore) Snapshot() (*pb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.st.compactIndex > 0 {
-		return nil, raft.ErrSnapshotTemporarilyUnavailable
-	}
-	return &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
+	snap := &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
 		Index: proto.Uint64(s.st.compactIndex), Term: proto.Uint64(s.st.compactTerm),
 		ConfState: proto.Clone(s.st.conf).(*pb.ConfState),
-	}}, nil
+	}}
+	if s.st.compactIndex > 0 {
+		snap.Data = binary.AppendVarint(nil, s.st.compactOffset)
+		snap.Data = append(snap.Data, s.snap...)
+	}
+	return snap, nil
+}
+
+// SnapshotState returns the owner's state at the compaction point and the
+// partition offset after it (nil, 0 before any compaction).
+func (s *LogStore) SnapshotState() ([]byte, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap, s.st.compactOffset
+}
+
+// Compact folds the entries up to index into the owner's state, state
+// (what the owner's state machine holds once every entry up to index is
+// applied): the log window starts after index, record-less entries up to
+// it are dropped, and the partition log's whole segments below it are
+// deleted. Raft sends a follower that needs older entries this snapshot.
+// Writer only (the Ready loop).
+//
+// REQUIRES: first-1 <= index <= the applied index.
+func (s *LogStore) Compact(index uint64, state []byte) error {
+	s.mu.Lock()
+	if index < s.first || index > s.lastIndex() {
+		s.mu.Unlock()
+		return nil // nothing new to fold, or not stored yet
+	}
+	pos := s.ents[index-s.first]
+	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = index, pos.term, pos.next
+	s.ents = append([]entryPos(nil), s.ents[index+1-s.first:]...)
+	s.first = index + 1
+	for i := range s.st.side {
+		if i <= index {
+			delete(s.st.side, i)
+		}
+	}
+	s.recent.dropThrough(index)
+	s.snap = state
+	err := s.saveStateAndSnapshot()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if _, err := s.log.DeleteBefore(pos.next); err != nil {
+		return fmt.Errorf("%s: delete the log below offset %d: %w", s.group, pos.next, err)
+	}
+	return nil
+}
+
+// ApplySnapshot replaces the log by a snapshot received from the leader:
+// the compaction point becomes the snapshot's, the partition log starts
+// over at the snapshot's offset, and the owner's state at that point is
+// returned (with that offset) for the owner to restore. Writer only.
+func (s *LogStore) ApplySnapshot(snap *pb.Snapshot) (state []byte, offset int64, err error) {
+	md := snap.GetMetadata()
+	offset, n := binary.Varint(snap.GetData())
+	if n <= 0 {
+		return nil, 0, fmt.Errorf("%s: snapshot at index %d without an offset", s.group, md.GetIndex())
+	}
+	state = snap.GetData()[n:]
+	s.mu.Lock()
+	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = md.GetIndex(), md.GetTerm(), offset
+	s.st.conf = proto.Clone(md.GetConfState()).(*pb.ConfState)
+	if s.st.hard.GetCommit() < md.GetIndex() {
+		s.st.hard.Commit = proto.Uint64(md.GetIndex())
+	}
+	s.ents, s.first = nil, md.GetIndex()+1
+	clear(s.st.side)
+	s.recent = entryCache{}
+	s.snap = state
+	err = s.saveStateAndSnapshot()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.log.Reset(offset); err != nil {
+		return nil, 0, fmt.Errorf("%s: reset the log to the snapshot at offset %d: %w", s.group, offset, err)
+	}
+	return state, offset, nil
+}
+
+// saveStateAndSnapshot writes the state blob and the snapshot together.
+// Lock: mu held.
+func (s *LogStore) saveStateAndSnapshot() error {
+	enc, err := s.st.encode()
+	if err != nil {
+		return err
+	}
+	if err := s.meta.PutRaftStateAndSnapshot(s.group, enc, s.snap); err != nil {
+		return fmt.Errorf("%s: save raft state and snapshot: %w", s.group, err)
+	}
+	s.dirty = false
+	return nil
 }
 
 // Entries implements raft.Storage: entries [lo, hi), at most maxSize

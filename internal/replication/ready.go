@@ -22,6 +22,11 @@ func (r *Replica) handleReadies() error {
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.store.SetHardState(rd.HardState)
 		}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := r.installSnapshot(rd.Snapshot); err != nil {
+				return err
+			}
+		}
 		r.overwritten(rd.Entries)
 		apps, err := r.store.Append(rd.Entries)
 		if err != nil {
@@ -37,6 +42,9 @@ func (r *Replica) handleReadies() error {
 		if err := r.apply(rd.CommittedEntries); err != nil {
 			return err
 		}
+		if err := r.maybeCompact(); err != nil {
+			return err
+		}
 		for _, rs := range rd.ReadStates {
 			if ch := r.reads[string(rs.RequestCtx)]; ch != nil {
 				delete(r.reads, string(rs.RequestCtx))
@@ -44,8 +52,54 @@ func (r *Replica) handleReadies() error {
 			}
 		}
 		r.rn.Advance(rd)
+		// A snapshot message may be dropped on the way (the transport never
+		// blocks): report it sent, so that the follower's answer, or its
+		// refusal of the next append, makes raft send it again.
+		for _, m := range rd.Messages {
+			if m.GetType() == pb.MessageType_MsgSnap {
+				r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+			}
+		}
 	}
 	return nil
+}
+
+// installSnapshot replaces this replica's log and state by the leader's
+// snapshot. Proposals of this replica at indexes the snapshot covers were
+// replaced by whatever the leader has there.
+func (r *Replica) installSnapshot(snap *pb.Snapshot) error {
+	idx := snap.GetMetadata().GetIndex()
+	state, off, err := r.store.ApplySnapshot(snap)
+	if err != nil {
+		return err
+	}
+	for i, pe := range r.byIndex {
+		if i <= idx {
+			r.finish(pe, 0, fmt.Errorf("%w at index %d of %s (a snapshot replaced it)", ErrOverwritten, i, r.cfg.Group))
+			delete(r.byIndex, i)
+			delete(r.pending, pe.id)
+		}
+	}
+	if r.cfg.OnSnapshot != nil {
+		r.cfg.OnSnapshot(state, off)
+	}
+	r.applied.Store(idx)
+	r.cfg.Logger.Info("snapshot installed", "group", r.cfg.Group, "index", idx, "offset", off, "bytes", len(state))
+	return nil
+}
+
+// maybeCompact folds the applied entries into a snapshot of the owner's
+// state once SnapshotEntries of them accumulated.
+func (r *Replica) maybeCompact() error {
+	if r.cfg.SnapshotEntries <= 0 || r.cfg.Snapshot == nil {
+		return nil
+	}
+	applied := r.applied.Load()
+	first, _ := r.store.FirstIndex()
+	if applied < first || applied-first+1 < uint64(r.cfg.SnapshotEntries) {
+		return nil
+	}
+	return r.store.Compact(applied, r.cfg.Snapshot())
 }
 
 // softState notes the leader; a replica that stops leading fails the

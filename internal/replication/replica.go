@@ -66,6 +66,17 @@ type Config struct {
 	// offset after every committed record. The batches must not be
 	// modified.
 	OnCommit func(batches [][]byte, hw int64)
+
+	// SnapshotEntries > 0 compacts the log once that many entries were
+	// applied since the last compaction: Snapshot is called, on the
+	// replica's goroutine, for the owner's state with every entry applied
+	// so far, and the log up to there is folded into it (LogStore.Compact).
+	// A follower that needs older entries gets that state instead, given
+	// to its OnSnapshot with the partition offset it continues at. 0 never
+	// compacts.
+	SnapshotEntries int
+	Snapshot        func() []byte
+	OnSnapshot      func(state []byte, offset int64)
 }
 
 func (c *Config) defaults() {

@@ -5,6 +5,7 @@ import (
 
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"google.golang.org/grpc"
@@ -68,6 +69,8 @@ type member struct {
 	r    *Replica
 	mu   sync.Mutex
 	hw   int64
+	// snapshots counts the snapshots this member installed.
+	snapshots int
 
 	// With the gRPC transport: the node's server, address and transport.
 	addr string
@@ -81,12 +84,16 @@ type group struct {
 	net  *memNet
 	ms   []*member
 	grpc bool // members talk over GRPCTransport on loopback, not memNet
+	// snapEvery is Config.SnapshotEntries of every member (0: none).
+	snapEvery int
 }
 
 func newGroup(t *testing.T, n int) *group { return newGroupWith(t, n, false) }
 
-func newGroupWith(t *testing.T, n int, useGRPC bool) *group {
-	g := &group{t: t, grpc: useGRPC, net: &memNet{nodes: map[uint64]*Replica{}, cut: map[uint64]bool{}}}
+func newGroupWith(t *testing.T, n int, useGRPC bool) *group { return newGroupSnap(t, n, useGRPC, 0) }
+
+func newGroupSnap(t *testing.T, n int, useGRPC bool, snapEvery int) *group {
+	g := &group{t: t, grpc: useGRPC, snapEvery: snapEvery, net: &memNet{nodes: map[uint64]*Replica{}, cut: map[uint64]bool{}}}
 	for i := 1; i <= n; i++ {
 		m := &member{id: uint64(i), dir: t.TempDir()}
 		if useGRPC {
@@ -156,6 +163,23 @@ func (g *group) start(m *member) {
 			m.mu.Lock()
 			m.hw = hw
 			m.mu.Unlock()
+		},
+		// The members' state is their high watermark.
+		SnapshotEntries: g.snapEvery,
+		Snapshot: func() []byte {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return binary.AppendVarint(nil, m.hw)
+		},
+		OnSnapshot: func(state []byte, offset int64) {
+			hw, _ := binary.Varint(state)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if hw != offset {
+				g.t.Errorf("node %d: snapshot state says hw %d, offset %d", m.id, hw, offset)
+			}
+			m.hw = hw
+			m.snapshots++
 		},
 	}, store, g.transport(m))
 	if err != nil {
@@ -409,5 +433,66 @@ func TestReadIndexOnFollower(t *testing.T) {
 	defer cancel()
 	if err := f.r.ReadIndex(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ReadIndex on a cut-off follower: %v, want a deadline error", err)
+	}
+}
+
+// A follower that was down while the others compacted their logs catches
+// up from a snapshot and then from the log; a compacted replica restarts
+// from its snapshot.
+func TestSnapshotCatchesUpFollower(t *testing.T) {
+	for _, useGRPC := range []bool{false, true} {
+		g := newGroupSnap(t, 3, useGRPC, 10)
+		l := g.leader()
+		var f *member
+		for _, m := range g.ms {
+			if m != l {
+				f = m
+			}
+		}
+		hw := g.publish("a", 5, AckCommitted) + 5
+		g.converged(hw)
+		g.stop(f)
+		for i := 0; i < 40; i++ {
+			hw = g.publish(fmt.Sprint("b", i), 3, AckCommitted) + 3
+		}
+		if first, _ := g.leader().r.store.FirstIndex(); first < 10 {
+			t.Fatalf("the leader's log starts at index %d after 40 entries with a snapshot every 10", first)
+		}
+		g.start(f)
+		waitHW := func(m *member, want int64) {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for m.highWatermark() != want {
+				if time.Now().After(deadline) {
+					t.Fatalf("node %d: hw %d, want %d", m.id, m.highWatermark(), want)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		waitHW(f, hw)
+		f.mu.Lock()
+		n := f.snapshots
+		f.mu.Unlock()
+		if n == 0 {
+			t.Fatalf("the follower caught up without a snapshot (grpc %v)", useGRPC)
+		}
+		if _, off := f.r.store.SnapshotState(); f.log.StartOffset() != off {
+			t.Fatalf("follower log starts at %d, its snapshot at %d", f.log.StartOffset(), off)
+		}
+		hw = g.publish("c", 4, AckCommitted) + 4
+		for _, m := range g.ms {
+			waitHW(m, hw)
+		}
+		// Restart everyone: each reopens from its snapshot and log.
+		for _, m := range g.ms {
+			g.stop(m)
+		}
+		for _, m := range g.ms {
+			g.start(m)
+		}
+		hw = g.publish("d", 2, AckCommitted) + 2
+		for _, m := range g.ms {
+			waitHW(m, hw)
+		}
 	}
 }
