@@ -229,3 +229,64 @@ func TestClusterTopicVisibleEverywhereAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A publish retried with the same records (same message ids) is answered
+// with the first copy's offset through any node, and after the
+// partition's leader is killed, by the new leader: it is stored once.
+func TestClusterRetriedPublishStoredOnce(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "retry", Config: &pb.TopicConfig{Partitions: 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := newIDs(20)
+	batch := packed(ids, 100)
+	p0 := int32(0)
+	publishVia := func(i int) int64 {
+		t.Helper()
+		var base int64
+		err := retryUnavailable(t, 20*time.Second, func() error {
+			resp, err := cs[i].Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: "retry", Partition: &p0,
+				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: append([]byte(nil), batch...)})
+			if err == nil {
+				base = resp.BaseOffset
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("publish through node %d: %v", i+1, err)
+		}
+		return base
+	}
+	first := publishVia(0)
+	live := []bool{true, true, true}
+	leader, _ := publishToLeader(t, cs, live, "retry", newIDs(5)) // something after it
+	for i := range cs {
+		if got := publishVia(i); got != first {
+			t.Fatalf("the retry through node %d got offset %d, the first copy is at %d", i+1, got, first)
+		}
+	}
+	nodes[leader].Kill()
+	live[leader] = false
+	survivor := (leader + 1) % 3
+	if got := publishVia(survivor); got != first {
+		t.Fatalf("after the leader's kill the retry got offset %d, the first copy is at %d", got, first)
+	}
+	_, recs := partitionBytes(t, cs[survivor], "retry", 25)
+	seen := map[record.MessageID]int{}
+	for _, r := range recs {
+		seen[r.MessageID]++
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Fatalf("message %x stored %d times", id[:4], seen[id])
+		}
+	}
+	if len(recs) != 25 {
+		t.Fatalf("%d records in the partition, want 25", len(recs))
+	}
+}

@@ -67,6 +67,8 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.IntVar(&cfg.Broker.RingRecords, "ring-records", 65536, "performance-mode records kept in RAM per partition")
 	f.Int64Var(&cfg.Broker.RingBytes, "ring-bytes", 64<<20, "performance-mode bytes kept in RAM per partition")
 	f.DurationVar(&cfg.Broker.RetentionCheck, "retention-check", 30*time.Second, "how often retention deletes old segments")
+	f.DurationVar(&cfg.Broker.DedupWindow, "dedup-window", 2*time.Minute, "a publish retried within this time (same records, same message ids) is answered with the first copy's offsets instead of stored again")
+	f.IntVar(&cfg.Broker.DedupMaxBatches, "dedup-max-batches", 10000, "batches remembered per partition for duplicate detection (-1: off)")
 	f.StringVar(&raftAddr, "raft-addr", "", "cluster: listen address for other nodes (default: this node's address in --peers)")
 	f.StringVar(&peers, "peers", "", "cluster: every node of the cluster as id=host:port (their --raft-addr), this one included; empty: a single node")
 	f.StringVar(&cfg.AdvertiseGRPCAddr, "advertise-grpc-addr", "", "cluster: gRPC address other nodes relay to and clients are sent to (default: the --grpc-addr listener; set it when listening on 0.0.0.0)")

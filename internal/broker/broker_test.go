@@ -356,3 +356,49 @@ func TestQueueBoundIsRetriable(t *testing.T) {
 		t.Fatalf("expected a retriable ErrResourceExhausted with a hint, got %v", rejected)
 	}
 }
+
+// A retried publish (same records, same message ids) is answered with the
+// offsets of the copy already stored, also after a restart; a batch that
+// only shares its first id with another but holds other records is new.
+func TestRetriedPublishIsNotStoredTwice(t *testing.T) {
+	dir := t.TempDir()
+	b := openTest(t, dir, nil)
+	b.CreateTopic("dd", TopicConfig{}, false)
+	mk := func(n int) []record.Record {
+		rs := recs("dup", n)
+		for i := range rs {
+			rs[i].MessageID[0], rs[i].MessageID[1] = 0xaa, byte(i)
+		}
+		return rs
+	}
+	first := mustPublish(t, b, &PublishRequest{Topic: "dd", Records: mk(3)})
+	mustPublish(t, b, &PublishRequest{Topic: "dd", Records: recs("other", 2)})
+	again := mustPublish(t, b, &PublishRequest{Topic: "dd", Records: mk(3)})
+	if again.Acks[0].Offset != first.Acks[0].Offset || again.Acks[2].Offset != first.Acks[2].Offset {
+		t.Fatalf("retry got offsets %v, the first copy %v", again.Acks, first.Acks)
+	}
+	packed := record.AppendBatch(nil, 0, mk(3))
+	res := mustPublish(t, b, &PublishRequest{Topic: "dd", Partition: 0, Batch: packed})
+	if res.BaseOffset != first.Acks[0].Offset {
+		t.Fatalf("the same records packed got base %d, want %d", res.BaseOffset, first.Acks[0].Offset)
+	}
+	if got := fetchAll(t, b, "dd", 0); len(got) != 5 {
+		t.Fatalf("%d records stored, want 5 (3 + 2, the retries answered from the first copy)", len(got))
+	}
+	longer := mustPublish(t, b, &PublishRequest{Topic: "dd", Records: mk(4)})
+	if longer.Acks[0].Offset != 5 {
+		t.Fatalf("a batch sharing only its first id was not stored anew: %v", longer.Acks)
+	}
+	b.Close()
+	b = openTest(t, dir, nil)
+	after := mustPublish(t, b, &PublishRequest{Topic: "dd", Records: mk(3)})
+	if after.Acks[0].Offset != first.Acks[0].Offset {
+		t.Fatalf("after a restart the retry got offset %d, want %d", after.Acks[0].Offset, first.Acks[0].Offset)
+	}
+	b.Close()
+	b = openTest(t, dir, func(c *Config) { c.DedupMaxBatches = -1 })
+	off := mustPublish(t, b, &PublishRequest{Topic: "dd", Records: mk(3)})
+	if off.Acks[0].Offset != 9 {
+		t.Fatalf("with duplicate detection off the retry was not stored: %v", off.Acks)
+	}
+}

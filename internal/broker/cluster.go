@@ -195,6 +195,8 @@ func (b *Broker) openClusterPartition(t *topic, id int32, replicas []uint64) (*p
 	p.mu.Lock()
 	p.hw = store.OffsetAfter(hs.GetCommit()) // only what is known committed
 	p.mu.Unlock()
+	p.dedup.TruncateFrom(p.log.NextOffset()) // the store may have cut a torn tail
+	store.SetDedup(p.dedup)
 	p.replicas = replicas
 	p.rep, err = replication.NewReplica(replication.Config{
 		Group: group, NodeID: b.cl.cfg.NodeID, Peers: replicas, TickInterval: b.cl.cfg.TickInterval,

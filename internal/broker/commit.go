@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
@@ -31,12 +32,24 @@ func (p *partition) commitData(reqs []*writeReq) {
 		return
 	}
 	bases := make([]int64, len(reqs))
+	var dups []bool // a retry of a batch already stored: answered with its offsets
 	err := p.storageErr()
 	records := 0
+	now := time.Now()
 	for i, r := range reqs {
 		p.queued.Add(-int64(len(r.batch)))
 		if err != nil {
 			break
+		}
+		k, keyed := dedup.KeyOf(r.batch)
+		if keyed {
+			if base, ok := p.dedup.Lookup(k, now); ok {
+				if dups == nil {
+					dups = make([]bool, len(reqs))
+				}
+				bases[i], dups[i] = base, true
+				continue
+			}
 		}
 		// Rebase the caller's batch itself and hand it to the log without a
 		// copy: the tail cache keeps the same bytes, and nobody modifies
@@ -45,6 +58,9 @@ func (p *partition) commitData(reqs []*writeReq) {
 		record.SetBaseOffset(r.batch, bases[i])
 		err = p.log.AppendShared(r.batch)
 		records += r.records
+		if keyed {
+			p.dedup.Add(k, bases[i], now)
+		}
 	}
 	if err == nil {
 		start := time.Now()
@@ -61,13 +77,18 @@ func (p *partition) commitData(reqs []*writeReq) {
 	}
 	p.mu.Lock()
 	for i, r := range reqs {
-		p.tail.add(bases[i], bases[i]+int64(r.records), r.batch)
+		if dups == nil || !dups[i] {
+			p.tail.add(bases[i], bases[i]+int64(r.records), r.batch)
+		}
 	}
 	p.hw = p.log.NextOffset()
 	p.mu.Unlock()
 	p.t.broadcast()
-	now := time.Now()
+	now = time.Now()
 	for i, r := range reqs {
+		if dups != nil && dups[i] {
+			p.b.m.duplicates.WithLabelValues(p.label).Inc()
+		}
 		p.b.m.publishLatency.WithLabelValues(r.mode.String()).Observe(now.Sub(r.enq).Seconds())
 		r.done(bases[i], nil)
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/hermes-mq/hermes/internal/dedup"
 	"log/slog"
 	"time"
 
@@ -144,6 +145,12 @@ type Config struct {
 	GroupTick time.Duration
 	// MaxSubscriptions bounds open subscriptions (default 10000).
 	MaxSubscriptions int
+	// DedupWindow and DedupMaxBatches bound, per partition, the batches
+	// remembered to recognise a retried publish (same records, same
+	// message ids, same batch): defaults 2 minutes and 10000 batches.
+	// DedupMaxBatches < 0 turns duplicate detection off.
+	DedupWindow     time.Duration
+	DedupMaxBatches int
 	// Cluster, when set, makes this broker a node of a cluster.
 	Cluster *ClusterConfig
 }
@@ -181,6 +188,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSubscriptions == 0 {
 		c.MaxSubscriptions = 10000
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = dedup.DefaultMaxAge
+	}
+	if c.DedupMaxBatches == 0 {
+		c.DedupMaxBatches = dedup.DefaultMaxBatches
 	}
 	return c
 }

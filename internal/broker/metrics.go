@@ -19,6 +19,7 @@ type metrics struct {
 	deadLettered     *prometheus.CounterVec // group, topic
 	redelivered      *prometheus.CounterVec // group, topic
 	subscriptions    prometheus.Gauge
+	duplicates       *prometheus.CounterVec // topic
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,13 +69,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hermes_subscriptions", Help: "Open subscriptions.",
 		}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_publish_duplicates_total", Help: "Retried publishes answered with the offsets of the copy already stored.",
+		}, []string{"topic"}),
 	}
 	for _, reason := range []string{"queue_full", "disk_quota"} {
 		m.rejected.WithLabelValues(reason) // present at 0, for alerts
 	}
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
 		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
-		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions)
+		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates)
 	return m
 }
 
@@ -82,6 +86,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) initTopic(topic string) {
 	m.ringEvicted.WithLabelValues(topic)
 	m.ringMissed.WithLabelValues(topic)
+	m.duplicates.WithLabelValues(topic)
 }
 
 // forgetTopic drops the per-topic series of a deleted topic.
@@ -96,4 +101,5 @@ func (m *metrics) forgetTopic(topic string) {
 	m.ringMissed.DeletePartialMatch(l)
 	m.deadLettered.DeletePartialMatch(l)
 	m.redelivered.DeletePartialMatch(l)
+	m.duplicates.DeletePartialMatch(l)
 }

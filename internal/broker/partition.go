@@ -6,9 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/internal/memring"
 	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/internal/replication"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // partition is one partition of a topic on this node: its durable log, its
@@ -47,6 +49,11 @@ type partition struct {
 	start  int64 // log start offset, refreshed after retention
 	failed error // sticky storage failure; the partition refuses I/O
 	tail   tailCache
+
+	// dedup remembers recent batches to answer retried publishes with
+	// their first copy's offsets. Owned by the writer goroutine on a single
+	// node, by the Raft replica's goroutine on a cluster.
+	dedup *dedup.Window
 }
 
 // writeReq is one unit of work for the writer: a validated batch to append,
@@ -81,8 +88,47 @@ func openPartition(b *Broker, t *topic, id int32, dir string) (*partition, error
 	}
 	p.start = log.StartOffset()
 	p.tail.max = b.cfg.TailCacheBytes
+	p.dedup = dedup.New(dedup.Options{MaxAge: b.cfg.DedupWindow, MaxBatches: b.cfg.DedupMaxBatches})
+	if err := p.rebuildDedup(); err != nil {
+		log.Close()
+		return nil, err
+	}
 	go p.run()
 	return p, nil
+}
+
+// dedupRebuildRecords bounds how far back from the end of its log a
+// partition looks, at open, for the batches of its duplicate window.
+const dedupRebuildRecords = 100_000
+
+// rebuildDedup fills the duplicate window from the newest batches of the
+// log (those a restart should still recognise). Their age counts from now.
+func (p *partition) rebuildDedup() error {
+	if p.dedup == nil {
+		return nil
+	}
+	end := p.log.NextOffset()
+	now := time.Now()
+	for off := max(p.log.StartOffset(), end-dedupRebuildRecords); off < end; {
+		raw, err := p.log.Read(off, 4<<20, end)
+		if err != nil {
+			return fmt.Errorf("partition %s/%d: read for the duplicate window: %w", p.t.name, p.id, err)
+		}
+		if len(raw) == 0 {
+			break
+		}
+		for len(raw) > 0 {
+			h, err := record.ParseHeader(raw)
+			if err != nil {
+				return fmt.Errorf("partition %s/%d: read for the duplicate window: %w", p.t.name, p.id, err)
+			}
+			if k, ok := dedup.KeyOf(raw[:h.Size()]); ok {
+				p.dedup.Add(k, h.BaseOffset, now)
+			}
+			raw, off = raw[h.Size():], h.NextOffset()
+		}
+	}
+	return nil
 }
 
 // remotePartition is the placeholder of a partition this node does not

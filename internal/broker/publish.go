@@ -229,6 +229,8 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, fo
 		case errors.Is(err, replication.ErrBusy):
 			b.m.rejected.WithLabelValues("queue_full").Inc()
 			done(0, exhausted(50*time.Millisecond, "%v", err))
+		case errors.Is(err, replication.ErrDuplicateInFlight):
+			done(0, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 20 * time.Millisecond})
 		case err != nil:
 			done(0, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 50 * time.Millisecond})
 		default:

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/internal/meta"
 	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/pkg/record"
@@ -102,7 +104,15 @@ type LogStore struct {
 	// snap is the owner's state at the compaction point (see Compact),
 	// nil before the first compaction.
 	snap []byte
+	// dedup, when set, learns every batch appended (and forgets those cut
+	// off), so this replica recognises retried publishes once it leads.
+	// Used by the Ready loop's goroutine only.
+	dedup *dedup.Window
 }
+
+// SetDedup makes w follow the batches of this log from now on. Call it
+// before the replica starts, with w filled from the log as it stands.
+func (s *LogStore) SetDedup(w *dedup.Window) { s.dedup = w }
 
 // entryCacheBytes bounds the recent entries kept per group.
 const entryCacheBytes = 16 << 20
@@ -346,6 +356,11 @@ func (s *LogStore) appendEntry(e *pb.Entry) (Appended, error) {
 		if err := s.log.AppendShared(b); err != nil {
 			return Appended{}, err
 		}
+		if s.dedup != nil {
+			if k, ok := dedup.KeyOf(b); ok {
+				s.dedup.Add(k, next, time.Now())
+			}
+		}
 		next += int64(h.RecordCount)
 		body = body[h.Size():]
 	}
@@ -370,6 +385,7 @@ func (s *LogStore) truncateFrom(idx uint64) error {
 	}
 	s.ents = s.ents[:idx-s.first]
 	s.recent.truncateFrom(idx)
+	s.dedup.TruncateFrom(pos.off)
 	return nil
 }
 
@@ -553,6 +569,7 @@ func (s *LogStore) ApplySnapshot(snap *pb.Snapshot) (state []byte, offset int64,
 	s.ents, s.first = nil, md.GetIndex()+1
 	clear(s.st.side)
 	s.recent = entryCache{}
+	s.dedup.TruncateFrom(0)
 	s.snap = state
 	err = s.saveStateAndSnapshot()
 	s.mu.Unlock()

@@ -152,6 +152,9 @@ func (r *Replica) persisted(apps []Appended) {
 		r.byIndex[a.Index] = pe
 		off := a.First
 		for _, p := range pe.props {
+			if p.keyed {
+				delete(r.inflight, p.key) // the log's window has it now
+			}
 			p.index, p.first = a.Index, off
 			if p.ack == AckPersisted {
 				p.done(off, nil)

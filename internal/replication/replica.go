@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -27,6 +28,9 @@ var (
 	ErrStopped = errors.New("replication: replica stopped")
 	// ErrBusy: too many proposals are waiting; try again shortly.
 	ErrBusy = errors.New("replication: too many proposals queued")
+	// ErrDuplicateInFlight: a copy of the batch (a retry) is stored but
+	// not committed yet; try again shortly for its offsets.
+	ErrDuplicateInFlight = errors.New("replication: a copy of this batch is not committed yet")
 )
 
 // AckPoint says when a proposal is answered.
@@ -117,6 +121,9 @@ type proposal struct {
 	// Set when its entry is persisted locally.
 	index uint64
 	first int64
+
+	key   dedup.Key // of its one batch, when keyed
+	keyed bool
 }
 
 // pendingEntry is an entry this replica proposed: its proposals in order.
@@ -159,6 +166,9 @@ type Replica struct {
 	// context. Owned by the loop goroutine.
 	reads   map[string]chan uint64
 	readSeq uint64
+	// inflight are the keys of proposals handed to raft and not yet in the
+	// log (the log's dedup window knows the rest). Loop goroutine only.
+	inflight map[dedup.Key]struct{}
 }
 
 // NewReplica starts the group's replica over store. A store with no entries
@@ -191,7 +201,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 		propc: make(chan *proposal, cfg.MaxQueue), recvc: make(chan *pb.Message, 4096), calls: make(chan func()),
 		stopc: make(chan struct{}), done: make(chan struct{}),
 		pending: make(map[uint64]*pendingEntry), byIndex: make(map[uint64]*pendingEntry),
-		reads: make(map[string]chan uint64),
+		reads: make(map[string]chan uint64), inflight: make(map[dedup.Key]struct{}),
 	}
 	r.applied.Store(rc.Applied)
 	go r.run()
@@ -212,6 +222,9 @@ func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64,
 		h, _ := record.ParseHeader(b)
 		p.records += int(h.RecordCount)
 		p.size += len(b)
+	}
+	if len(batches) == 1 && r.store.dedup != nil {
+		p.key, p.keyed = dedup.KeyOf(batches[0])
 	}
 	select {
 	case r.propc <- p:
@@ -427,19 +440,50 @@ func (r *Replica) drainInbox() {
 // propose coalesces p and whatever else is queued (up to MaxEntryBytes)
 // into one entry: one Raft entry and one fsync for many publishes.
 func (r *Replica) propose(first *proposal) {
-	props := []*proposal{first}
-	size := first.size
+	var props []*proposal
+	size := 0
+	if !r.duplicate(first) {
+		props, size = append(props, first), first.size
+	}
 	for size < r.cfg.MaxEntryBytes {
 		select {
 		case p := <-r.propc:
-			props = append(props, p)
-			size += p.size
+			if !r.duplicate(p) {
+				props = append(props, p)
+				size += p.size
+			}
 			continue
 		default:
 		}
 		break
 	}
-	r.proposeAll(props, size)
+	if len(props) > 0 {
+		r.proposeAll(props, size)
+	}
+}
+
+// duplicate answers p if its batch is a retry of one already in this
+// replica's log: with that copy's offset once it is committed (or, for
+// AckPersisted, persisted here), else with a retriable error while the
+// copy is on its way. False when p must be proposed.
+func (r *Replica) duplicate(p *proposal) bool {
+	if !p.keyed {
+		return false
+	}
+	if _, ok := r.inflight[p.key]; ok {
+		p.done(0, fmt.Errorf("%w (%s)", ErrDuplicateInFlight, r.cfg.Group))
+		return true
+	}
+	base, ok := r.store.dedup.Lookup(p.key, time.Now())
+	if !ok {
+		return false
+	}
+	if p.ack == AckPersisted || base+int64(p.records) <= r.store.OffsetAfter(r.rn.BasicStatus().HardState.GetCommit()) {
+		p.done(base, nil)
+	} else {
+		p.done(0, fmt.Errorf("%w (%s)", ErrDuplicateInFlight, r.cfg.Group))
+	}
+	return true
 }
 
 // proposeAll makes one entry of props (size bytes of batches).
@@ -475,6 +519,11 @@ func (r *Replica) proposeAll(props []*proposal, size int) {
 		return
 	}
 	r.pending[pe.id] = pe
+	for _, p := range props {
+		if p.keyed {
+			r.inflight[p.key] = struct{}{}
+		}
+	}
 }
 
 // retryHeld proposes the held proposals again, in order.
@@ -501,6 +550,7 @@ func (r *Replica) failAll(err error) {
 	}
 	clear(r.pending)
 	clear(r.byIndex)
+	clear(r.inflight)
 	for {
 		select {
 		case p := <-r.propc:
@@ -515,6 +565,9 @@ func (r *Replica) failAll(err error) {
 func (r *Replica) finish(pe *pendingEntry, first int64, err error) {
 	off := first
 	for _, p := range pe.props {
+		if p.keyed {
+			delete(r.inflight, p.key)
+		}
 		if !(pe.acked && p.ack == AckPersisted) {
 			if err != nil {
 				p.done(0, err)

@@ -18,6 +18,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/internal/meta"
 	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/pkg/record"
@@ -86,6 +87,8 @@ type group struct {
 	grpc bool // members talk over GRPCTransport on loopback, not memNet
 	// snapEvery is Config.SnapshotEntries of every member (0: none).
 	snapEvery int
+	// dedup gives every member's log a duplicate window.
+	dedup bool
 }
 
 func newGroup(t *testing.T, n int) *group { return newGroupWith(t, n, false) }
@@ -93,10 +96,16 @@ func newGroup(t *testing.T, n int) *group { return newGroupWith(t, n, false) }
 func newGroupWith(t *testing.T, n int, useGRPC bool) *group { return newGroupSnap(t, n, useGRPC, 0) }
 
 func newGroupSnap(t *testing.T, n int, useGRPC bool, snapEvery int) *group {
-	g := &group{t: t, grpc: useGRPC, snapEvery: snapEvery, net: &memNet{nodes: map[uint64]*Replica{}, cut: map[uint64]bool{}}}
+	return newGroupOpts(&group{t: t, grpc: useGRPC, snapEvery: snapEvery}, n)
+}
+
+// newGroupOpts starts a group of n members with g's options.
+func newGroupOpts(g *group, n int) *group {
+	t := g.t
+	g.net = &memNet{nodes: map[uint64]*Replica{}, cut: map[uint64]bool{}}
 	for i := 1; i <= n; i++ {
 		m := &member{id: uint64(i), dir: t.TempDir()}
-		if useGRPC {
+		if g.grpc {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -151,6 +160,24 @@ func (g *group) start(m *member) {
 	store, err := OpenLogStore("t/0", m.log, m.meta)
 	if err != nil {
 		g.t.Fatal(err)
+	}
+	if g.dedup {
+		// Filled from the log as it stands (what the broker does at open).
+		w := dedup.New(dedup.Options{MaxAge: time.Minute, MaxBatches: 100})
+		for off := int64(0); off < m.log.NextOffset(); {
+			raw, err := m.log.Read(off, 1<<20, m.log.NextOffset())
+			if err != nil {
+				g.t.Fatal(err)
+			}
+			for len(raw) > 0 {
+				h, _ := record.ParseHeader(raw)
+				if k, ok := dedup.KeyOf(raw[:h.Size()]); ok {
+					w.Add(k, h.BaseOffset, time.Now())
+				}
+				raw, off = raw[h.Size():], h.NextOffset()
+			}
+		}
+		store.SetDedup(w)
 	}
 	peers := make([]uint64, len(g.ms))
 	for i := range g.ms {
@@ -452,11 +479,15 @@ func TestSnapshotCatchesUpFollower(t *testing.T) {
 		hw := g.publish("a", 5, AckCommitted) + 5
 		g.converged(hw)
 		g.stop(f)
-		for i := 0; i < 40; i++ {
+		// More entries than raft pipelines to a follower (MaxInflightMsgs):
+		// the gRPC transport holds the messages sent while the follower
+		// was away and delivers them when it is back, which is fine, but
+		// beyond them the follower needs the snapshot.
+		for i := 0; i < 300; i++ {
 			hw = g.publish(fmt.Sprint("b", i), 3, AckCommitted) + 3
 		}
-		if first, _ := g.leader().r.store.FirstIndex(); first < 10 {
-			t.Fatalf("the leader's log starts at index %d after 40 entries with a snapshot every 10", first)
+		if first, _ := g.leader().r.store.FirstIndex(); first < 290 {
+			t.Fatalf("the leader's log starts at index %d after 300 entries with a snapshot every 10", first)
 		}
 		g.start(f)
 		waitHW := func(m *member, want int64) {
@@ -474,7 +505,11 @@ func TestSnapshotCatchesUpFollower(t *testing.T) {
 		n := f.snapshots
 		f.mu.Unlock()
 		if n == 0 {
-			t.Fatalf("the follower caught up without a snapshot (grpc %v)", useGRPC)
+			ffirst, _ := f.r.store.FirstIndex()
+			flast, _ := f.r.store.LastIndex()
+			lfirst, _ := g.leader().r.store.FirstIndex()
+			t.Fatalf("the follower caught up without a snapshot (grpc %v): follower log [%d, %d] offsets from %d, leader (node %d, was %d) from %d",
+				useGRPC, ffirst, flast, f.log.StartOffset(), g.leader().id, l.id, lfirst)
 		}
 		if _, off := f.r.store.SnapshotState(); f.log.StartOffset() != off {
 			t.Fatalf("follower log starts at %d, its snapshot at %d", f.log.StartOffset(), off)
@@ -494,5 +529,54 @@ func TestSnapshotCatchesUpFollower(t *testing.T) {
 		for _, m := range g.ms {
 			waitHW(m, hw)
 		}
+	}
+}
+
+// A retried batch is answered with the offset of the copy in the log, by
+// the leader that stored it and, after a failover, by the new leader; it
+// is stored once on every replica.
+func TestRetriedBatchStoredOnce(t *testing.T) {
+	g := &group{t: t, dedup: true}
+	g = newGroupOpts(g, 3)
+	mk := func(tag string) []byte {
+		recs := []record.Record{{Timestamp: 1, Payload: []byte(tag)}, {Timestamp: 2, Payload: []byte(tag)}}
+		recs[0].MessageID[0], recs[1].MessageID[0] = tag[0], tag[0]+1
+		return record.AppendBatch(nil, 0, recs)
+	}
+	l := g.leader()
+	a := <-propose(l.r, mk("a"), AckCommitted)
+	g.publish("x", 3, AckCommitted)
+	again := <-propose(l.r, mk("a"), AckCommitted)
+	if a.err != nil || again.err != nil || again.first != a.first {
+		t.Fatalf("first copy at %d (%v), retry answered %d (%v)", a.first, a.err, again.first, again.err)
+	}
+	hw := g.publish("y", 1, AckCommitted) + 1
+	g.converged(hw) // 2 + 3 + 1 records: the retry was not stored
+	if hw != 6 {
+		t.Fatalf("high watermark %d, want 6", hw)
+	}
+	g.stop(l)
+	nl := g.leader()
+	for attempt := 0; ; attempt++ {
+		res := <-propose(nl.r, mk("a"), AckPersisted)
+		if res.err == nil {
+			if res.first != a.first {
+				t.Fatalf("the new leader answered the retry with %d, the copy is at %d", res.first, a.first)
+			}
+			break
+		}
+		if attempt > 50 {
+			t.Fatal(res.err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.start(l) // its window is rebuilt from its log
+	if res := <-propose(l.r, mk("a"), AckPersisted); res.err == nil && res.first != a.first {
+		t.Fatalf("the restarted node answered the retry with %d, the copy is at %d", res.first, a.first)
+	}
+	hw = g.publish("z", 1, AckCommitted) + 1
+	g.converged(hw)
+	if hw != 7 {
+		t.Fatalf("high watermark %d after the retry on the new leader, want 7", hw)
 	}
 }
