@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,9 +18,87 @@ import (
 func init() { clientCommands = append(clientCommands, newClusterCmd) }
 
 func newClusterCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "cluster", Short: "Inspect a Hermes cluster"}
-	cmd.AddCommand(newClusterStatusCmd())
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and change a Hermes cluster"}
+	cmd.AddCommand(newClusterStatusCmd(), newClusterJoinCmd(), newClusterRemoveCmd())
 	return cmd
+}
+
+func newClusterJoinCmd() *cobra.Command {
+	var (
+		bf       brokerFlags
+		id       uint64
+		raftAddr string
+	)
+	cmd := &cobra.Command{
+		Use:   "join --node-id N --raft-addr HOST:PORT",
+		Short: "Add a node to the cluster",
+		Long: `Add a node to a running cluster. Start the new node first, with
+--join, its --node-id and --raft-addr, and --peers naming the cluster's
+nodes and itself; then run this against any node of the cluster. The new
+node catches up with the cluster's metadata, registers, and new topics are
+placed on it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == 0 || raftAddr == "" {
+				return fmt.Errorf("--node-id and --raft-addr are required")
+			}
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			err := clusterCall(ctx, bf.addr, func(c pb.HermesClient) error {
+				_, err := c.AddNode(ctx, &pb.AddNodeRequest{NodeId: id, RaftAddress: raftAddr})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d added (raft %s)\n", id, raftAddr)
+			return nil
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	cmd.Flags().Uint64Var(&id, "node-id", 0, "the new node's id")
+	cmd.Flags().StringVar(&raftAddr, "raft-addr", "", "where the new node listens for the other nodes")
+	return cmd
+}
+
+func newClusterRemoveCmd() *cobra.Command {
+	var bf brokerFlags
+	cmd := &cobra.Command{
+		Use:   "remove NODE-ID",
+		Short: "Remove a node from the cluster",
+		Long: `Remove a node from the cluster: it leaves the node list and the
+metadata group. Refused while the node holds partition replicas.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil || id == 0 {
+				return fmt.Errorf("node id %q: a positive integer is needed", args[0])
+			}
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			err = clusterCall(ctx, bf.addr, func(c pb.HermesClient) error {
+				_, err := c.RemoveNode(ctx, &pb.RemoveNodeRequest{NodeId: id})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d removed\n", id)
+			return nil
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	return cmd
+}
+
+// clusterCall runs one admin call against the node at addr.
+func clusterCall(ctx context.Context, addr string, call func(pb.HermesClient) error) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return call(pb.NewHermesClient(conn))
 }
 
 // clusterStatusJSON is `hermes cluster status --json`.

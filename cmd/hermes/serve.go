@@ -26,6 +26,8 @@ func newServeCmd() *cobra.Command {
 		shutdown  time.Duration
 		raftAddr  string
 		peers     string
+		join      bool
+		metaSnap  int
 		rf        int32
 	)
 	cmd := &cobra.Command{
@@ -50,7 +52,11 @@ variable: HERMES_ and the flag name in upper case with _ for -
 				if err != nil {
 					return err
 				}
+				cc.Join = join
+				cc.MetaSnapshotEntries = metaSnap
 				cfg.Broker.Cluster = cc
+			} else if join {
+				return fmt.Errorf("--join needs --peers: the nodes of the cluster to join, and this one")
 			}
 			return serve(cfg, shutdown)
 		},
@@ -73,6 +79,8 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.StringVar(&peers, "peers", "", "cluster: every node of the cluster as id=host:port (their --raft-addr), this one included; empty: a single node")
 	f.StringVar(&cfg.AdvertiseGRPCAddr, "advertise-grpc-addr", "", "cluster: gRPC address other nodes relay to and clients are sent to (default: the --grpc-addr listener; set it when listening on 0.0.0.0)")
 	f.StringVar(&cfg.AdvertiseHTTPAddr, "advertise-http-addr", "", "cluster: HTTP address announced to the other nodes (default: the --http-addr listener)")
+	f.BoolVar(&join, "join", false, "cluster: this node is new to a running cluster: wait to be added (hermes cluster join) instead of bootstrapping with --peers")
+	f.IntVar(&metaSnap, "metadata-snapshot-entries", 1000, "cluster: fold the metadata log into a snapshot every so many entries")
 	f.Int32Var(&rf, "replication-factor", 0, "cluster: default replicas per partition (default min(3, nodes))")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

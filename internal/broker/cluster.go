@@ -37,6 +37,14 @@ type ClusterConfig struct {
 	// TickInterval is the Raft tick (default 100ms: elections after about
 	// a second).
 	TickInterval time.Duration
+	// Join: this node is new to a running cluster. It does not bootstrap
+	// the metadata group with Peers (which then only tell it where the
+	// other nodes are); it waits until a member adds it (AddClusterNode),
+	// then catches up and registers.
+	Join bool
+	// MetaSnapshotEntries: the metadata log is compacted every so many
+	// entries (default 1000).
+	MetaSnapshotEntries int
 }
 
 // clusterNode is the broker's part of a cluster.
@@ -91,10 +99,13 @@ func (b *Broker) startCluster() error {
 	cn.tr.Register(cn.srv)
 	go cn.srv.Serve(lis)
 	b.cl = cn
+	if c.Join {
+		voters = nil
+	}
 	cn.meta, err = cluster.OpenMetaGroup(cluster.MetaConfig{
-		NodeID: c.NodeID, Peers: voters, Dir: filepath.Join(b.cfg.DataDir, "cluster", "meta"),
+		NodeID: c.NodeID, Peers: voters, Dir: filepath.Join(b.cfg.DataDir, "cluster", "meta"), OnMember: b.onMember,
 		Meta: b.meta, Transport: cn.tr, Host: cn.host, Forward: cn.tr,
-		Logger: b.log.With("group", cluster.MetaGroupName), TickInterval: c.TickInterval,
+		Logger: b.log.With("group", cluster.MetaGroupName), TickInterval: c.TickInterval, SnapshotEntries: c.MetaSnapshotEntries,
 		OnChange: b.onMetaChange,
 	})
 	if err != nil {
@@ -150,8 +161,70 @@ func (b *Broker) onMetaChange(ch cluster.Change) {
 	case ch.Deleted != nil:
 		b.removeClusterTopic(ch.Deleted.Name)
 	case ch.Node != nil:
+		// A node that joined at runtime is reached at the address it
+		// registered; the static --peers addresses (which may differ: a
+		// proxy, a NAT) stay as configured.
+		if _, static := b.cl.cfg.Peers[ch.Node.ID]; !static && ch.Node.ID != b.cl.cfg.NodeID && ch.Node.RaftAddr != "" {
+			b.cl.tr.SetPeer(ch.Node.ID, ch.Node.RaftAddr)
+		}
 		b.log.Info("cluster node known", "node", ch.Node.ID, "grpc", ch.Node.GRPCAddr)
+	case ch.Removed != nil:
+		b.log.Info("cluster node deregistered", "node", ch.Removed.ID)
 	}
+}
+
+// onMember learns where a node added to the metadata group listens, so
+// this node's transport reaches it (before it has registered itself).
+func (b *Broker) onMember(node uint64, added bool, raftAddr string) {
+	switch {
+	case added && node != b.cl.cfg.NodeID:
+		if _, static := b.cl.cfg.Peers[node]; !static {
+			b.cl.tr.SetPeer(node, raftAddr)
+		}
+		b.log.Info("cluster node added", "node", node, "raft", raftAddr)
+	case !added && node == b.cl.cfg.NodeID:
+		b.log.Warn("this node was removed from the cluster; stop it")
+	case !added:
+		b.log.Info("cluster node removed", "node", node)
+	}
+}
+
+// AddClusterNode adds a node (started with --join, listening for other
+// nodes at raftAddr) to the cluster.
+func (b *Broker) AddClusterNode(id uint64, raftAddr string) error {
+	if b.cl == nil {
+		return errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
+	}
+	if id == 0 || raftAddr == "" {
+		return errorf(ErrInvalidArgument, "a node id (positive) and its raft address are needed")
+	}
+	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
+		return errorf(ErrInvalidArgument, "raft address %q: %v", raftAddr, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.cl.meta.AddMember(ctx, id, raftAddr); err != nil {
+		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("add node %d: %v", id, err)}
+	}
+	return nil
+}
+
+// RemoveClusterNode takes a node out of the cluster; refused while it
+// holds partition replicas.
+func (b *Broker) RemoveClusterNode(id uint64) error {
+	if b.cl == nil {
+		return errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := b.cl.meta.RemoveMember(ctx, id)
+	switch {
+	case errors.Is(err, cluster.ErrNodeInUse):
+		return errorf(ErrInvalidArgument, "node %d still holds partition replicas; move them first (%v)", id, err)
+	case err != nil:
+		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("remove node %d: %v", id, err)}
+	}
+	return nil
 }
 
 func (b *Broker) openClusterTopic(ct *cluster.Topic) error {

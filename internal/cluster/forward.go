@@ -19,6 +19,7 @@ var errorKinds = map[string]error{
 	"topic_not_found": ErrTopicNotFound,
 	"no_nodes":        ErrNoNodes,
 	"bad_command":     ErrBadCommand,
+	"node_in_use":     ErrNodeInUse,
 }
 
 func errorKind(err error) string {
@@ -30,6 +31,29 @@ func errorKind(err error) string {
 	return ""
 }
 
+// AddMember makes node (listening for other nodes at raftAddr) a voter of
+// the metadata group, from any node. The new node, started with no peers
+// to bootstrap (--join), then gets the group's snapshot and log, and
+// registers itself once it has caught up.
+func (g *MetaGroup) AddMember(ctx context.Context, node uint64, raftAddr string) error {
+	if node == 0 || raftAddr == "" {
+		return fmt.Errorf("%w: add node %d at %q", ErrBadCommand, node, raftAddr)
+	}
+	_, err := g.Run(ctx, &pb.Command{Kind: &pb.Command_AddMember{AddMember: &pb.AddMember{Id: node, RaftAddr: raftAddr}}})
+	return err
+}
+
+// RemoveMember takes node out of the cluster, from any node: it is
+// deregistered (ErrNodeInUse while it still holds partition replicas) and
+// removed from the metadata group's voters.
+func (g *MetaGroup) RemoveMember(ctx context.Context, node uint64) error {
+	if _, err := g.Run(ctx, &pb.Command{Kind: &pb.Command_DeregisterNode{DeregisterNode: &pb.DeregisterNode{Id: node}}}); err != nil && !errors.Is(err, ErrBadCommand) {
+		return err
+	}
+	_, err := g.Run(ctx, &pb.Command{Kind: &pb.Command_RemoveMember{RemoveMember: &pb.RemoveMember{Id: node}}})
+	return err
+}
+
 // maxForwardAttempts bounds how often Run looks for the leader.
 const maxForwardAttempts = 50
 
@@ -38,7 +62,16 @@ const maxForwardAttempts = 50
 // node has applied the change, so a caller reads its own write here.
 func (g *MetaGroup) Run(ctx context.Context, cmd *pb.Command) (Change, error) {
 	for attempt := 0; attempt < maxForwardAttempts; attempt++ {
-		ch, err := g.Propose(ctx, cmd)
+		var ch Change
+		var err error
+		switch k := cmd.Kind.(type) {
+		case *pb.Command_AddMember:
+			err = g.changeMember(ctx, k.AddMember.GetId(), true, k.AddMember.GetRaftAddr())
+		case *pb.Command_RemoveMember:
+			err = g.changeMember(ctx, k.RemoveMember.GetId(), false, "")
+		default:
+			ch, err = g.Propose(ctx, cmd)
+		}
 		if !errors.Is(err, ErrNotLeader) {
 			return ch, err
 		}
@@ -94,7 +127,16 @@ func (g *MetaGroup) handleForward(ctx context.Context, req *tpb.ForwardRequest) 
 	if err := proto.Unmarshal(req.Command, &cmd); err != nil {
 		return &tpb.ForwardResponse{Error: err.Error(), ErrorKind: "bad_command"}
 	}
-	ch, err := g.Propose(ctx, &cmd)
+	var ch Change
+	var err error
+	switch k := cmd.Kind.(type) {
+	case *pb.Command_AddMember:
+		err = g.changeMember(ctx, k.AddMember.GetId(), true, k.AddMember.GetRaftAddr())
+	case *pb.Command_RemoveMember:
+		err = g.changeMember(ctx, k.RemoveMember.GetId(), false, "")
+	default:
+		ch, err = g.Propose(ctx, &cmd)
+	}
 	if errors.Is(err, ErrNotLeader) {
 		return &tpb.ForwardResponse{NotLeader: true, Leader: g.Leader()}
 	}

@@ -23,6 +23,8 @@ var (
 	ErrTopicNotFound = errors.New("cluster: topic not found")
 	ErrNoNodes       = errors.New("cluster: not enough nodes for the replication factor")
 	ErrBadCommand    = errors.New("cluster: malformed command")
+	// ErrNodeInUse: the node still holds partition replicas.
+	ErrNodeInUse = errors.New("cluster: the node holds partition replicas")
 )
 
 // Topic is a topic as the cluster knows it.
@@ -69,6 +71,8 @@ type Change struct {
 	Created *Topic
 	Deleted *Topic
 	Node    *Node
+	// Removed is a node deregistered.
+	Removed *Node
 	// Committed is the group whose offsets a CommitOffsets set, with the
 	// offsets it kept (those of existing partitions).
 	Committed *GroupOffsets
@@ -122,6 +126,17 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		return m.commitOffsets(k.CommitOffsets)
 	case *pb.Command_Barrier:
 		return Change{}, nil
+	case *pb.Command_DeregisterNode:
+		id := k.DeregisterNode.GetId()
+		n, ok := m.nodes[id]
+		if !ok {
+			return Change{}, fmt.Errorf("%w: node %d is not registered", ErrBadCommand, id)
+		}
+		if held := m.ReplicasOn(id); held > 0 {
+			return Change{}, fmt.Errorf("%w: node %d holds replicas of %d partitions", ErrNodeInUse, id, held)
+		}
+		delete(m.nodes, id)
+		return Change{Removed: n}, nil
 	}
 	return Change{}, fmt.Errorf("%w: no command", ErrBadCommand)
 }
@@ -152,6 +167,19 @@ func (m *Metadata) commitOffsets(c *pb.CommitOffsets) (Change, error) {
 		offs[p] = off
 	}
 	return Change{Committed: kept}, nil
+}
+
+// ReplicasOn counts the partitions with a replica on node.
+func (m *Metadata) ReplicasOn(node uint64) int {
+	n := 0
+	for _, t := range m.topics {
+		for _, r := range t.Replicas {
+			if slices.Contains(r, node) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // Committed returns a group's committed offset on a partition, or false.

@@ -47,6 +47,10 @@ type MetaConfig struct {
 	// start, and for what a snapshot installed changed). It must not block
 	// for long.
 	OnChange func(Change)
+	// OnMember is called, on the group's goroutine, when a node joins or
+	// leaves the metadata group's voters, with the address it was added
+	// with (for the transport).
+	OnMember func(node uint64, added bool, raftAddr string)
 	// SnapshotEntries: the metadata log is folded into a snapshot of the
 	// state every so many entries (default 1000), so it stays small and a
 	// restart replays little.
@@ -114,6 +118,12 @@ func OpenMetaGroup(cfg MetaConfig) (*MetaGroup, error) {
 		Group: MetaGroupName, NodeID: cfg.NodeID, Peers: cfg.Peers, TickInterval: cfg.TickInterval,
 		Logger: cfg.Logger, OnCommit: g.onCommit,
 		SnapshotEntries: cfg.SnapshotEntries, Snapshot: g.snapshot, OnSnapshot: g.onSnapshot,
+		OnConfChange: func(node uint64, added bool, context []byte) {
+			// The bootstrap's own changes carry no address: nothing to learn.
+			if cfg.OnMember != nil && (!added || len(context) > 0) {
+				cfg.OnMember(node, added, string(context))
+			}
+		},
 	}, store, cfg.Transport)
 	if err != nil {
 		log.Close()
@@ -343,6 +353,18 @@ func (g *MetaGroup) Groups() []string {
 func (g *MetaGroup) Sync(ctx context.Context) error {
 	return g.rep.ReadIndex(ctx)
 }
+
+// changeMember changes the metadata group's voters here, on the leader.
+func (g *MetaGroup) changeMember(ctx context.Context, node uint64, add bool, raftAddr string) error {
+	err := g.rep.ChangeVoter(ctx, node, add, []byte(raftAddr))
+	if errors.Is(err, replication.ErrNotLeader) {
+		return fmt.Errorf("%w (leader: node %d)", ErrNotLeader, g.rep.Leader())
+	}
+	return err
+}
+
+// Voters are the metadata group's voters as applied here.
+func (g *MetaGroup) Voters() []uint64 { return g.rep.Voters() }
 
 // Barrier returns once this node leads the metadata group and has applied
 // everything committed before the call: a new leader's state may lag its

@@ -181,6 +181,9 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
 			}
 			r.store.SetConfState(r.rn.ApplyConfChange(&cc))
+			if r.cfg.OnConfChange != nil && cc.GetNodeId() != 0 {
+				r.cfg.OnConfChange(cc.GetNodeId(), cc.GetType() == pb.ConfChangeType_ConfChangeAddNode, cc.GetContext())
+			}
 		case pb.EntryType_EntryConfChangeV2:
 			var cc pb.ConfChangeV2
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/pkg/record"
@@ -55,7 +58,9 @@ type Config struct {
 	Group  string
 	NodeID uint64
 	// Peers are the group's voters, used to bootstrap a new group (the
-	// same list on every replica). Ignored when the log has state.
+	// same list on every replica). Ignored when the log has state. Empty
+	// for a replica joining an existing group: it waits for the leader,
+	// which added it with ChangeVoter, to send it the group's state.
 	Peers         []uint64
 	TickInterval  time.Duration // default 100ms
 	ElectionTicks int           // default 10
@@ -81,6 +86,11 @@ type Config struct {
 	SnapshotEntries int
 	Snapshot        func() []byte
 	OnSnapshot      func(state []byte, offset int64)
+
+	// OnConfChange is called, on the replica's goroutine, when a change of
+	// the group's voters is applied, with the node and the change's
+	// context (ChangeVoter's: the node's address).
+	OnConfChange func(node uint64, added bool, context []byte)
 }
 
 func (c *Config) defaults() {
@@ -187,7 +197,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	if last, _ := store.LastIndex(); last == 0 && raft.IsEmptyHardState(hs) {
+	if last, _ := store.LastIndex(); last == 0 && raft.IsEmptyHardState(hs) && len(cfg.Peers) > 0 {
 		peers := make([]raft.Peer, len(cfg.Peers))
 		for i, id := range cfg.Peers {
 			peers[i] = raft.Peer{ID: id}
@@ -371,6 +381,67 @@ func (r *Replica) ReadIndex(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ErrConfChange: a change of the group's voters was refused (another one
+// is under way, or it would change nothing).
+var ErrConfChange = errors.New("replication: change of voters refused")
+
+// ChangeVoter adds node to the group's voters (add) or removes it, and
+// returns once the change is applied here. Only the leader proposes it
+// (ErrNotLeader otherwise); context goes to every replica's OnConfChange.
+// A new voter starts with an empty log and gets the leader's snapshot
+// and entries.
+func (r *Replica) ChangeVoter(ctx context.Context, node uint64, add bool, context []byte) error {
+	cc := &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(node), Context: context}
+	if add {
+		cc.Type = pb.ConfChangeType_ConfChangeAddNode.Enum()
+	}
+	done := func() bool {
+		_, cs, _ := r.store.InitialState()
+		return slices.Contains(cs.GetVoters(), node) == add
+	}
+	if done() {
+		return nil
+	}
+	errc := make(chan error, 1)
+	f := func() {
+		if st := r.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+			errc <- fmt.Errorf("%w of %s (leader: node %d)", ErrNotLeader, r.cfg.Group, st.Lead)
+			return
+		}
+		if err := r.rn.ProposeConfChange(cc); err != nil {
+			errc <- fmt.Errorf("%w: %v", ErrConfChange, err)
+			return
+		}
+		errc <- nil
+	}
+	select {
+	case r.calls <- f:
+	case <-r.stopc:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := <-errc; err != nil {
+		return err
+	}
+	for !done() { // raft drops a second change while one is pending: the caller retries
+		select {
+		case <-r.stopc:
+			return ErrStopped
+		case <-ctx.Done():
+			return fmt.Errorf("%w: not applied in time: %v", ErrConfChange, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Voters returns the group's voters as this replica has applied them.
+func (r *Replica) Voters() []uint64 {
+	_, cs, _ := r.store.InitialState()
+	return cs.GetVoters()
 }
 
 // Stop stops the loop and fails what is pending with ErrStopped.

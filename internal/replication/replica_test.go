@@ -72,6 +72,8 @@ type member struct {
 	hw   int64
 	// snapshots counts the snapshots this member installed.
 	snapshots int
+	// joining: started without peers, to be added with ChangeVoter.
+	joining bool
 
 	// With the gRPC transport: the node's server, address and transport.
 	addr string
@@ -179,9 +181,14 @@ func (g *group) start(m *member) {
 		}
 		store.SetDedup(w)
 	}
-	peers := make([]uint64, len(g.ms))
-	for i := range g.ms {
-		peers[i] = uint64(i + 1)
+	var peers []uint64
+	for _, o := range g.ms {
+		if !o.joining {
+			peers = append(peers, o.id)
+		}
+	}
+	if m.joining {
+		peers = nil // added by the leader, not bootstrapped
 	}
 	m.r, err = NewReplica(Config{
 		Group: "t/0", NodeID: m.id, Peers: peers, TickInterval: 10 * time.Millisecond,
@@ -578,5 +585,58 @@ func TestRetriedBatchStoredOnce(t *testing.T) {
 	g.converged(hw)
 	if hw != 7 {
 		t.Fatalf("high watermark %d after the retry on the new leader, want 7", hw)
+	}
+}
+
+// A replica added at runtime catches up from the leader (snapshot and
+// log), takes part in commits, and leaves again when removed.
+func TestAddAndRemoveVoter(t *testing.T) {
+	g := newGroupSnap(t, 3, false, 10)
+	for i := 0; i < 30; i++ {
+		g.publish(fmt.Sprint("a", i), 2, AckCommitted)
+	}
+	nm := &member{id: 4, dir: t.TempDir(), joining: true}
+	var err error
+	if nm.meta, err = meta.Open(nm.dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.stop(nm); nm.meta.Close() })
+	g.ms = append(g.ms, nm)
+	g.start(nm)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.leader().r.ChangeVoter(ctx, 4, true, []byte("addr-4")); err != nil {
+		t.Fatal(err)
+	}
+	hw := g.publish("b", 3, AckCommitted) + 3
+	deadline := time.Now().Add(10 * time.Second)
+	for nm.highWatermark() != hw {
+		if time.Now().After(deadline) {
+			t.Fatalf("the added replica is at hw %d, the group at %d", nm.highWatermark(), hw)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if v := nm.r.Voters(); len(v) != 4 {
+		t.Fatalf("the added replica sees voters %v", v)
+	}
+	// With 4 voters the quorum is 3: with one old replica down, the new
+	// one is needed for a commit.
+	g.stop(g.ms[0])
+	hw = g.publish("c", 1, AckCommitted) + 1
+	for nm.highWatermark() != hw {
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.start(g.ms[0])
+	if err := g.leader().r.ChangeVoter(ctx, 4, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range g.ms[:3] {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(m.r.Voters()) != 3 {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d sees voters %v after removing node 4", m.id, m.r.Voters())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }

@@ -256,6 +256,20 @@ func (s *Service) Health(ctx context.Context, req *pb.HealthRequest) (*pb.Health
 	return &pb.HealthResponse{Status: st, NodeId: s.b.NodeID(), Version: s.version}, nil
 }
 
+func (s *Service) AddNode(ctx context.Context, req *pb.AddNodeRequest) (*pb.AddNodeResponse, error) {
+	if err := s.b.AddClusterNode(req.NodeId, req.RaftAddress); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AddNodeResponse{}, nil
+}
+
+func (s *Service) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
+	if err := s.b.RemoveClusterNode(req.NodeId); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.RemoveNodeResponse{}, nil
+}
+
 func (s *Service) DescribeCluster(ctx context.Context, req *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
 	st := s.b.DescribeCluster()
 	resp := &pb.DescribeClusterResponse{NodeId: st.NodeID, MetadataLeader: st.MetadataLeader}

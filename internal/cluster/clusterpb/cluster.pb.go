@@ -35,6 +35,9 @@ type Command struct {
 	//	*Command_RegisterNode
 	//	*Command_CommitOffsets
 	//	*Command_Barrier
+	//	*Command_DeregisterNode
+	//	*Command_AddMember
+	//	*Command_RemoveMember
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -129,6 +132,33 @@ func (x *Command) GetBarrier() *Barrier {
 	return nil
 }
 
+func (x *Command) GetDeregisterNode() *DeregisterNode {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeregisterNode); ok {
+			return x.DeregisterNode
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAddMember() *AddMember {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_AddMember); ok {
+			return x.AddMember
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRemoveMember() *RemoveMember {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_RemoveMember); ok {
+			return x.RemoveMember
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -155,6 +185,21 @@ type Command_Barrier struct {
 	Barrier *Barrier `protobuf:"bytes,6,opt,name=barrier,proto3,oneof"`
 }
 
+type Command_DeregisterNode struct {
+	// The node leaves the cluster's node list (no new placement on it).
+	DeregisterNode *DeregisterNode `protobuf:"bytes,7,opt,name=deregister_node,json=deregisterNode,proto3,oneof"`
+}
+
+type Command_AddMember struct {
+	// Membership of the metadata group: never in the log, these are
+	// forwarded to the leader, which changes the group's voters.
+	AddMember *AddMember `protobuf:"bytes,8,opt,name=add_member,json=addMember,proto3,oneof"`
+}
+
+type Command_RemoveMember struct {
+	RemoveMember *RemoveMember `protobuf:"bytes,9,opt,name=remove_member,json=removeMember,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
@@ -164,6 +209,152 @@ func (*Command_RegisterNode) isCommand_Kind() {}
 func (*Command_CommitOffsets) isCommand_Kind() {}
 
 func (*Command_Barrier) isCommand_Kind() {}
+
+func (*Command_DeregisterNode) isCommand_Kind() {}
+
+func (*Command_AddMember) isCommand_Kind() {}
+
+func (*Command_RemoveMember) isCommand_Kind() {}
+
+type DeregisterNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterNode) Reset() {
+	*x = DeregisterNode{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterNode) ProtoMessage() {}
+
+func (x *DeregisterNode) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterNode.ProtoReflect.Descriptor instead.
+func (*DeregisterNode) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeregisterNode) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type AddMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMember) Reset() {
+	*x = AddMember{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMember) ProtoMessage() {}
+
+func (x *AddMember) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMember.ProtoReflect.Descriptor instead.
+func (*AddMember) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AddMember) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AddMember) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+type RemoveMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMember) Reset() {
+	*x = RemoveMember{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMember) ProtoMessage() {}
+
+func (x *RemoveMember) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMember.ProtoReflect.Descriptor instead.
+func (*RemoveMember) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RemoveMember) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
 
 type TopicConfig struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -181,7 +372,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +384,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +397,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{1}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TopicConfig) GetPartitions() int32 {
@@ -269,7 +460,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +472,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,7 +485,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{2}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -320,7 +511,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +523,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +536,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{3}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -367,7 +558,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +570,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +583,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{4}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterNode) GetId() uint64 {
@@ -435,7 +626,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +638,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +651,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -488,7 +679,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +691,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +704,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -545,7 +736,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +748,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +761,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 // Snapshot is the whole metadata state, for a node that joins late.
@@ -585,7 +776,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +788,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +801,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -645,7 +836,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +848,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +861,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TopicState) GetName() string {
@@ -704,7 +895,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +907,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +920,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -743,15 +934,26 @@ var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xa3\x03\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\x93\x05\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
 	"\fdelete_topic\x18\x03 \x01(\v2'.hermes.internal.cluster.v1.DeleteTopicH\x00R\vdeleteTopic\x12O\n" +
 	"\rregister_node\x18\x04 \x01(\v2(.hermes.internal.cluster.v1.RegisterNodeH\x00R\fregisterNode\x12R\n" +
 	"\x0ecommit_offsets\x18\x05 \x01(\v2).hermes.internal.cluster.v1.CommitOffsetsH\x00R\rcommitOffsets\x12?\n" +
-	"\abarrier\x18\x06 \x01(\v2#.hermes.internal.cluster.v1.BarrierH\x00R\abarrierB\x06\n" +
-	"\x04kind\"\x9c\x02\n" +
+	"\abarrier\x18\x06 \x01(\v2#.hermes.internal.cluster.v1.BarrierH\x00R\abarrier\x12U\n" +
+	"\x0fderegister_node\x18\a \x01(\v2*.hermes.internal.cluster.v1.DeregisterNodeH\x00R\x0ederegisterNode\x12F\n" +
+	"\n" +
+	"add_member\x18\b \x01(\v2%.hermes.internal.cluster.v1.AddMemberH\x00R\taddMember\x12O\n" +
+	"\rremove_member\x18\t \x01(\v2(.hermes.internal.cluster.v1.RemoveMemberH\x00R\fremoveMemberB\x06\n" +
+	"\x04kind\" \n" +
+	"\x0eDeregisterNode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"8\n" +
+	"\tAddMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"\x1e\n" +
+	"\fRemoveMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"\x9c\x02\n" +
 	"\vTopicConfig\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\x05R\n" +
@@ -806,38 +1008,44 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hermes.internal.cluster.v1.Command
-	(*TopicConfig)(nil),    // 1: hermes.internal.cluster.v1.TopicConfig
-	(*CreateTopic)(nil),    // 2: hermes.internal.cluster.v1.CreateTopic
-	(*DeleteTopic)(nil),    // 3: hermes.internal.cluster.v1.DeleteTopic
-	(*RegisterNode)(nil),   // 4: hermes.internal.cluster.v1.RegisterNode
-	(*CommitOffsets)(nil),  // 5: hermes.internal.cluster.v1.CommitOffsets
-	(*GroupOffset)(nil),    // 6: hermes.internal.cluster.v1.GroupOffset
-	(*Barrier)(nil),        // 7: hermes.internal.cluster.v1.Barrier
-	(*Snapshot)(nil),       // 8: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),     // 9: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil), // 10: hermes.internal.cluster.v1.PartitionState
+	(*DeregisterNode)(nil), // 1: hermes.internal.cluster.v1.DeregisterNode
+	(*AddMember)(nil),      // 2: hermes.internal.cluster.v1.AddMember
+	(*RemoveMember)(nil),   // 3: hermes.internal.cluster.v1.RemoveMember
+	(*TopicConfig)(nil),    // 4: hermes.internal.cluster.v1.TopicConfig
+	(*CreateTopic)(nil),    // 5: hermes.internal.cluster.v1.CreateTopic
+	(*DeleteTopic)(nil),    // 6: hermes.internal.cluster.v1.DeleteTopic
+	(*RegisterNode)(nil),   // 7: hermes.internal.cluster.v1.RegisterNode
+	(*CommitOffsets)(nil),  // 8: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),    // 9: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),        // 10: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),       // 11: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),     // 12: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil), // 13: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
-	2,  // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
-	3,  // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	4,  // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	5,  // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	7,  // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
-	1,  // 5: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	6,  // 6: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
-	4,  // 7: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	9,  // 8: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	5,  // 9: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	1,  // 10: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	10, // 11: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	5,  // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
+	6,  // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
+	7,  // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	8,  // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	10, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	1,  // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
+	2,  // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
+	3,  // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
+	4,  // 8: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	9,  // 9: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	7,  // 10: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	12, // 11: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	8,  // 12: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	4,  // 13: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	13, // 14: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -851,6 +1059,9 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_RegisterNode)(nil),
 		(*Command_CommitOffsets)(nil),
 		(*Command_Barrier)(nil),
+		(*Command_DeregisterNode)(nil),
+		(*Command_AddMember)(nil),
+		(*Command_RemoveMember)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -858,7 +1069,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -235,6 +235,175 @@ func (AckMode) EnumDescriptor() ([]byte, []int) {
 	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
 }
 
+type AddNodeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Where the node listens for the other nodes (its --raft-addr).
+	RaftAddress   string `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddNodeRequest) Reset() {
+	*x = AddNodeRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddNodeRequest) ProtoMessage() {}
+
+func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
+func (*AddNodeRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddNodeRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AddNodeRequest) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+type AddNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddNodeResponse) Reset() {
+	*x = AddNodeResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddNodeResponse) ProtoMessage() {}
+
+func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
+func (*AddNodeResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{1}
+}
+
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type RemoveNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{3}
+}
+
 // ErrorInfo describes a failure. Retriable errors may succeed if sent again
 // (with the same message_ids), after retry_after_ms when it is set.
 type ErrorInfo struct {
@@ -252,7 +421,7 @@ type ErrorInfo struct {
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +433,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +446,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{0}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ErrorInfo) GetCode() ErrorCode {
@@ -325,7 +494,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +506,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +519,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{1}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Header) GetKey() string {
@@ -392,7 +561,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +573,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +586,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Record) GetOffset() int64 {
@@ -494,7 +663,7 @@ type RecordBatch struct {
 
 func (x *RecordBatch) Reset() {
 	*x = RecordBatch{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +675,7 @@ func (x *RecordBatch) String() string {
 func (*RecordBatch) ProtoMessage() {}
 
 func (x *RecordBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +688,7 @@ func (x *RecordBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatch.ProtoReflect.Descriptor instead.
 func (*RecordBatch) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{3}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RecordBatch) GetPartition() int32 {
@@ -559,7 +728,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +740,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +753,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{4}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TopicConfig) GetPartitions() int32 {
@@ -654,7 +823,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +835,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +848,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{5}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionInfo) GetPartition() int32 {
@@ -735,7 +904,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +916,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +929,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{6}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -796,7 +965,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +977,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +990,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{7}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -854,7 +1023,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1035,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1048,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{8}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -898,7 +1067,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1079,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1092,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{9}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -941,7 +1110,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1122,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1135,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{10}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{14}
 }
 
 type ListTopicsRequest struct {
@@ -977,7 +1146,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1158,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1171,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{11}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{15}
 }
 
 type ListTopicsResponse struct {
@@ -1014,7 +1183,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1195,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1208,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{12}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -1058,7 +1227,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1239,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1252,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{13}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -1102,7 +1271,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1283,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1296,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{14}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -1156,7 +1325,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1337,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1350,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{15}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PublishRequest) GetRequestId() uint64 {
@@ -1237,7 +1406,7 @@ type RecordAck struct {
 
 func (x *RecordAck) Reset() {
 	*x = RecordAck{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1418,7 @@ func (x *RecordAck) String() string {
 func (*RecordAck) ProtoMessage() {}
 
 func (x *RecordAck) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1431,7 @@ func (x *RecordAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAck.ProtoReflect.Descriptor instead.
 func (*RecordAck) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{16}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RecordAck) GetPartition() int32 {
@@ -1300,7 +1469,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1481,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1494,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{17}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishResponse) GetRequestId() uint64 {
@@ -1399,7 +1568,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1580,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1593,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{18}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -1490,7 +1659,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1671,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1684,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{19}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FetchResponse) GetRecords() []*Record {
@@ -1570,7 +1739,7 @@ type StartPosition struct {
 
 func (x *StartPosition) Reset() {
 	*x = StartPosition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1751,7 @@ func (x *StartPosition) String() string {
 func (*StartPosition) ProtoMessage() {}
 
 func (x *StartPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1764,7 @@ func (x *StartPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPosition.ProtoReflect.Descriptor instead.
 func (*StartPosition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{20}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StartPosition) GetPosition() isStartPosition_Position {
@@ -1702,7 +1871,7 @@ type SubscribeOptions struct {
 
 func (x *SubscribeOptions) Reset() {
 	*x = SubscribeOptions{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1883,7 @@ func (x *SubscribeOptions) String() string {
 func (*SubscribeOptions) ProtoMessage() {}
 
 func (x *SubscribeOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1896,7 @@ func (x *SubscribeOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeOptions.ProtoReflect.Descriptor instead.
 func (*SubscribeOptions) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{21}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubscribeOptions) GetTopic() string {
@@ -1847,7 +2016,7 @@ type Credit struct {
 
 func (x *Credit) Reset() {
 	*x = Credit{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2028,7 @@ func (x *Credit) String() string {
 func (*Credit) ProtoMessage() {}
 
 func (x *Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2041,7 @@ func (x *Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credit.ProtoReflect.Descriptor instead.
 func (*Credit) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{22}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Credit) GetRecords() int32 {
@@ -1900,7 +2069,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2081,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2094,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{23}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -1958,7 +2127,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2139,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2152,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{24}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AckRequest) GetRecords() []*PartitionOffset {
@@ -2002,7 +2171,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2183,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2196,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{25}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NackRequest) GetRecords() []*PartitionOffset {
@@ -2046,7 +2215,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2227,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2240,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{26}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommitRequest) GetOffsets() []*PartitionOffset {
@@ -2089,7 +2258,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2270,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2283,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{27}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{31}
 }
 
 type SubscribeRequest struct {
@@ -2134,7 +2303,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2315,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2328,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{28}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubscribeRequest) GetKind() isSubscribeRequest_Kind {
@@ -2273,7 +2442,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2454,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2467,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{29}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Subscribed) GetMemberId() string {
@@ -2327,7 +2496,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2508,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2521,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{30}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Assignment) GetTopic() string {
@@ -2389,7 +2558,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2570,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2583,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{31}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Deliveries) GetRecords() []*Record {
@@ -2448,7 +2617,7 @@ type CommitResult struct {
 
 func (x *CommitResult) Reset() {
 	*x = CommitResult{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2629,7 @@ func (x *CommitResult) String() string {
 func (*CommitResult) ProtoMessage() {}
 
 func (x *CommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2642,7 @@ func (x *CommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResult.ProtoReflect.Descriptor instead.
 func (*CommitResult) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{32}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CommitResult) GetOffsets() []*PartitionOffset {
@@ -2506,7 +2675,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2687,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2700,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{33}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
@@ -2635,7 +2804,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2816,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2829,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{34}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -2692,7 +2861,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2873,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2886,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{35}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{39}
 }
 
 type ListGroupsRequest struct {
@@ -2728,7 +2897,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2909,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2922,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{36}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{40}
 }
 
 type GroupSummary struct {
@@ -2767,7 +2936,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2948,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2961,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{37}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -2825,7 +2994,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +3006,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +3019,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{38}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -2869,7 +3038,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +3050,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +3063,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{39}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -2916,7 +3085,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3097,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3110,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{40}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -2988,7 +3157,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3169,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3182,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{41}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -3077,7 +3246,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3258,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3271,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{42}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -3141,7 +3310,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3322,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3335,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{43}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{47}
 }
 
 type HealthResponse struct {
@@ -3180,7 +3349,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3361,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3374,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{44}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HealthResponse) GetStatus() string {
@@ -3237,7 +3406,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3418,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3431,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{45}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{49}
 }
 
 type ClusterNode struct {
@@ -3276,7 +3445,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3457,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3470,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{46}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ClusterNode) GetId() uint64 {
@@ -3336,7 +3505,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3517,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3530,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{47}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReplicaProgress) GetNode() uint64 {
@@ -3394,7 +3563,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3406,7 +3575,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3419,7 +3588,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{48}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -3477,7 +3646,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3658,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3671,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{49}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DescribeClusterResponse) GetNodeId() uint64 {
@@ -3537,7 +3706,14 @@ var File_proto_hermes_v1_hermes_proto protoreflect.FileDescriptor
 
 const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\n" +
-	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"\xba\x01\n" +
+	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"L\n" +
+	"\x0eAddNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
+	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\"\x11\n" +
+	"\x0fAddNodeResponse\",\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\"\x14\n" +
+	"\x12RemoveNodeResponse\"\xba\x01\n" +
 	"\tErrorInfo\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.hermes.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
@@ -3817,7 +3993,7 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x18\n" +
-	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xe5\a\n" +
+	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xf2\b\n" +
 	"\x06Hermes\x12L\n" +
 	"\vCreateTopic\x12\x1d.hermes.v1.CreateTopicRequest\x1a\x1e.hermes.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.hermes.v1.DeleteTopicRequest\x1a\x1e.hermes.v1.DeleteTopicResponse\x12I\n" +
@@ -3833,7 +4009,10 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"ListGroups\x12\x1c.hermes.v1.ListGroupsRequest\x1a\x1d.hermes.v1.ListGroupsResponse\x12R\n" +
 	"\rDescribeGroup\x12\x1f.hermes.v1.DescribeGroupRequest\x1a .hermes.v1.DescribeGroupResponse\x12=\n" +
 	"\x06Health\x12\x18.hermes.v1.HealthRequest\x1a\x19.hermes.v1.HealthResponse\x12X\n" +
-	"\x0fDescribeCluster\x12!.hermes.v1.DescribeClusterRequest\x1a\".hermes.v1.DescribeClusterResponseB6Z4github.com/hermes-mq/hermes/proto/hermes/v1;hermesv1b\x06proto3"
+	"\x0fDescribeCluster\x12!.hermes.v1.DescribeClusterRequest\x1a\".hermes.v1.DescribeClusterResponse\x12@\n" +
+	"\aAddNode\x12\x19.hermes.v1.AddNodeRequest\x1a\x1a.hermes.v1.AddNodeResponse\x12I\n" +
+	"\n" +
+	"RemoveNode\x12\x1c.hermes.v1.RemoveNodeRequest\x1a\x1d.hermes.v1.RemoveNodeResponseB6Z4github.com/hermes-mq/hermes/proto/hermes/v1;hermesv1b\x06proto3"
 
 var (
 	file_proto_hermes_v1_hermes_proto_rawDescOnce sync.Once
@@ -3848,135 +4027,143 @@ func file_proto_hermes_v1_hermes_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_hermes_v1_hermes_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_proto_hermes_v1_hermes_proto_goTypes = []any{
 	(DeliveryMode)(0),               // 0: hermes.v1.DeliveryMode
 	(ErrorCode)(0),                  // 1: hermes.v1.ErrorCode
 	(AckMode)(0),                    // 2: hermes.v1.AckMode
-	(*ErrorInfo)(nil),               // 3: hermes.v1.ErrorInfo
-	(*Header)(nil),                  // 4: hermes.v1.Header
-	(*Record)(nil),                  // 5: hermes.v1.Record
-	(*RecordBatch)(nil),             // 6: hermes.v1.RecordBatch
-	(*TopicConfig)(nil),             // 7: hermes.v1.TopicConfig
-	(*PartitionInfo)(nil),           // 8: hermes.v1.PartitionInfo
-	(*TopicInfo)(nil),               // 9: hermes.v1.TopicInfo
-	(*CreateTopicRequest)(nil),      // 10: hermes.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),     // 11: hermes.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),      // 12: hermes.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),     // 13: hermes.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),       // 14: hermes.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),      // 15: hermes.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),    // 16: hermes.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),   // 17: hermes.v1.DescribeTopicResponse
-	(*PublishRequest)(nil),          // 18: hermes.v1.PublishRequest
-	(*RecordAck)(nil),               // 19: hermes.v1.RecordAck
-	(*PublishResponse)(nil),         // 20: hermes.v1.PublishResponse
-	(*FetchRequest)(nil),            // 21: hermes.v1.FetchRequest
-	(*FetchResponse)(nil),           // 22: hermes.v1.FetchResponse
-	(*StartPosition)(nil),           // 23: hermes.v1.StartPosition
-	(*SubscribeOptions)(nil),        // 24: hermes.v1.SubscribeOptions
-	(*Credit)(nil),                  // 25: hermes.v1.Credit
-	(*PartitionOffset)(nil),         // 26: hermes.v1.PartitionOffset
-	(*AckRequest)(nil),              // 27: hermes.v1.AckRequest
-	(*NackRequest)(nil),             // 28: hermes.v1.NackRequest
-	(*CommitRequest)(nil),           // 29: hermes.v1.CommitRequest
-	(*Heartbeat)(nil),               // 30: hermes.v1.Heartbeat
-	(*SubscribeRequest)(nil),        // 31: hermes.v1.SubscribeRequest
-	(*Subscribed)(nil),              // 32: hermes.v1.Subscribed
-	(*Assignment)(nil),              // 33: hermes.v1.Assignment
-	(*Deliveries)(nil),              // 34: hermes.v1.Deliveries
-	(*CommitResult)(nil),            // 35: hermes.v1.CommitResult
-	(*SubscribeResponse)(nil),       // 36: hermes.v1.SubscribeResponse
-	(*CommitOffsetsRequest)(nil),    // 37: hermes.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),   // 38: hermes.v1.CommitOffsetsResponse
-	(*ListGroupsRequest)(nil),       // 39: hermes.v1.ListGroupsRequest
-	(*GroupSummary)(nil),            // 40: hermes.v1.GroupSummary
-	(*ListGroupsResponse)(nil),      // 41: hermes.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),    // 42: hermes.v1.DescribeGroupRequest
-	(*GroupMember)(nil),             // 43: hermes.v1.GroupMember
-	(*GroupPartition)(nil),          // 44: hermes.v1.GroupPartition
-	(*DescribeGroupResponse)(nil),   // 45: hermes.v1.DescribeGroupResponse
-	(*HealthRequest)(nil),           // 46: hermes.v1.HealthRequest
-	(*HealthResponse)(nil),          // 47: hermes.v1.HealthResponse
-	(*DescribeClusterRequest)(nil),  // 48: hermes.v1.DescribeClusterRequest
-	(*ClusterNode)(nil),             // 49: hermes.v1.ClusterNode
-	(*ReplicaProgress)(nil),         // 50: hermes.v1.ReplicaProgress
-	(*ClusterPartition)(nil),        // 51: hermes.v1.ClusterPartition
-	(*DescribeClusterResponse)(nil), // 52: hermes.v1.DescribeClusterResponse
+	(*AddNodeRequest)(nil),          // 3: hermes.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),         // 4: hermes.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),       // 5: hermes.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),      // 6: hermes.v1.RemoveNodeResponse
+	(*ErrorInfo)(nil),               // 7: hermes.v1.ErrorInfo
+	(*Header)(nil),                  // 8: hermes.v1.Header
+	(*Record)(nil),                  // 9: hermes.v1.Record
+	(*RecordBatch)(nil),             // 10: hermes.v1.RecordBatch
+	(*TopicConfig)(nil),             // 11: hermes.v1.TopicConfig
+	(*PartitionInfo)(nil),           // 12: hermes.v1.PartitionInfo
+	(*TopicInfo)(nil),               // 13: hermes.v1.TopicInfo
+	(*CreateTopicRequest)(nil),      // 14: hermes.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),     // 15: hermes.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),      // 16: hermes.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),     // 17: hermes.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),       // 18: hermes.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),      // 19: hermes.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),    // 20: hermes.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),   // 21: hermes.v1.DescribeTopicResponse
+	(*PublishRequest)(nil),          // 22: hermes.v1.PublishRequest
+	(*RecordAck)(nil),               // 23: hermes.v1.RecordAck
+	(*PublishResponse)(nil),         // 24: hermes.v1.PublishResponse
+	(*FetchRequest)(nil),            // 25: hermes.v1.FetchRequest
+	(*FetchResponse)(nil),           // 26: hermes.v1.FetchResponse
+	(*StartPosition)(nil),           // 27: hermes.v1.StartPosition
+	(*SubscribeOptions)(nil),        // 28: hermes.v1.SubscribeOptions
+	(*Credit)(nil),                  // 29: hermes.v1.Credit
+	(*PartitionOffset)(nil),         // 30: hermes.v1.PartitionOffset
+	(*AckRequest)(nil),              // 31: hermes.v1.AckRequest
+	(*NackRequest)(nil),             // 32: hermes.v1.NackRequest
+	(*CommitRequest)(nil),           // 33: hermes.v1.CommitRequest
+	(*Heartbeat)(nil),               // 34: hermes.v1.Heartbeat
+	(*SubscribeRequest)(nil),        // 35: hermes.v1.SubscribeRequest
+	(*Subscribed)(nil),              // 36: hermes.v1.Subscribed
+	(*Assignment)(nil),              // 37: hermes.v1.Assignment
+	(*Deliveries)(nil),              // 38: hermes.v1.Deliveries
+	(*CommitResult)(nil),            // 39: hermes.v1.CommitResult
+	(*SubscribeResponse)(nil),       // 40: hermes.v1.SubscribeResponse
+	(*CommitOffsetsRequest)(nil),    // 41: hermes.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),   // 42: hermes.v1.CommitOffsetsResponse
+	(*ListGroupsRequest)(nil),       // 43: hermes.v1.ListGroupsRequest
+	(*GroupSummary)(nil),            // 44: hermes.v1.GroupSummary
+	(*ListGroupsResponse)(nil),      // 45: hermes.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),    // 46: hermes.v1.DescribeGroupRequest
+	(*GroupMember)(nil),             // 47: hermes.v1.GroupMember
+	(*GroupPartition)(nil),          // 48: hermes.v1.GroupPartition
+	(*DescribeGroupResponse)(nil),   // 49: hermes.v1.DescribeGroupResponse
+	(*HealthRequest)(nil),           // 50: hermes.v1.HealthRequest
+	(*HealthResponse)(nil),          // 51: hermes.v1.HealthResponse
+	(*DescribeClusterRequest)(nil),  // 52: hermes.v1.DescribeClusterRequest
+	(*ClusterNode)(nil),             // 53: hermes.v1.ClusterNode
+	(*ReplicaProgress)(nil),         // 54: hermes.v1.ReplicaProgress
+	(*ClusterPartition)(nil),        // 55: hermes.v1.ClusterPartition
+	(*DescribeClusterResponse)(nil), // 56: hermes.v1.DescribeClusterResponse
 }
 var file_proto_hermes_v1_hermes_proto_depIdxs = []int32{
 	1,  // 0: hermes.v1.ErrorInfo.code:type_name -> hermes.v1.ErrorCode
-	4,  // 1: hermes.v1.Record.headers:type_name -> hermes.v1.Header
+	8,  // 1: hermes.v1.Record.headers:type_name -> hermes.v1.Header
 	0,  // 2: hermes.v1.Record.mode:type_name -> hermes.v1.DeliveryMode
 	0,  // 3: hermes.v1.TopicConfig.default_mode:type_name -> hermes.v1.DeliveryMode
-	7,  // 4: hermes.v1.TopicInfo.config:type_name -> hermes.v1.TopicConfig
-	8,  // 5: hermes.v1.TopicInfo.partitions:type_name -> hermes.v1.PartitionInfo
-	7,  // 6: hermes.v1.CreateTopicRequest.config:type_name -> hermes.v1.TopicConfig
-	9,  // 7: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	9,  // 8: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
-	9,  // 9: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	11, // 4: hermes.v1.TopicInfo.config:type_name -> hermes.v1.TopicConfig
+	12, // 5: hermes.v1.TopicInfo.partitions:type_name -> hermes.v1.PartitionInfo
+	11, // 6: hermes.v1.CreateTopicRequest.config:type_name -> hermes.v1.TopicConfig
+	13, // 7: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	13, // 8: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
+	13, // 9: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
 	0,  // 10: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
-	5,  // 11: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
-	19, // 12: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
+	9,  // 11: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
+	23, // 12: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
 	0,  // 13: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
-	3,  // 14: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
-	5,  // 15: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
-	6,  // 16: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
-	23, // 17: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
+	7,  // 14: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
+	9,  // 15: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
+	10, // 16: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
+	27, // 17: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
 	2,  // 18: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
-	26, // 19: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
-	26, // 20: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
-	26, // 21: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	24, // 22: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
-	25, // 23: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
-	27, // 24: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
-	28, // 25: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
-	29, // 26: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
-	30, // 27: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
-	5,  // 28: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
-	6,  // 29: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
-	26, // 30: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
-	3,  // 31: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
-	32, // 32: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
-	33, // 33: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
-	34, // 34: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
-	35, // 35: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
-	3,  // 36: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
-	26, // 37: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	40, // 38: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
-	43, // 39: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
-	44, // 40: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
-	50, // 41: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
-	49, // 42: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
-	51, // 43: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
-	10, // 44: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
-	12, // 45: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
-	14, // 46: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
-	16, // 47: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
-	18, // 48: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
-	18, // 49: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
-	21, // 50: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
-	31, // 51: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
-	37, // 52: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
-	39, // 53: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
-	42, // 54: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
-	46, // 55: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
-	48, // 56: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
-	11, // 57: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
-	13, // 58: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
-	15, // 59: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
-	17, // 60: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
-	20, // 61: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
-	20, // 62: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
-	22, // 63: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
-	36, // 64: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
-	38, // 65: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
-	41, // 66: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
-	45, // 67: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
-	47, // 68: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
-	52, // 69: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
-	57, // [57:70] is the sub-list for method output_type
-	44, // [44:57] is the sub-list for method input_type
+	30, // 19: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
+	30, // 20: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
+	30, // 21: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	28, // 22: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
+	29, // 23: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
+	31, // 24: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
+	32, // 25: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
+	33, // 26: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
+	34, // 27: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
+	9,  // 28: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
+	10, // 29: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
+	30, // 30: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
+	7,  // 31: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
+	36, // 32: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
+	37, // 33: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
+	38, // 34: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
+	39, // 35: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
+	7,  // 36: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
+	30, // 37: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	44, // 38: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
+	47, // 39: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
+	48, // 40: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
+	54, // 41: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
+	53, // 42: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
+	55, // 43: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
+	14, // 44: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
+	16, // 45: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
+	18, // 46: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
+	20, // 47: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
+	22, // 48: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
+	22, // 49: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
+	25, // 50: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
+	35, // 51: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
+	41, // 52: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
+	43, // 53: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
+	46, // 54: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
+	50, // 55: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
+	52, // 56: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
+	3,  // 57: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
+	5,  // 58: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
+	15, // 59: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
+	17, // 60: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
+	19, // 61: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
+	21, // 62: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
+	24, // 63: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
+	24, // 64: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
+	26, // 65: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
+	40, // 66: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
+	42, // 67: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
+	45, // 68: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
+	49, // 69: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
+	51, // 70: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
+	56, // 71: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
+	4,  // 72: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
+	6,  // 73: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
+	59, // [59:74] is the sub-list for method output_type
+	44, // [44:59] is the sub-list for method input_type
 	44, // [44:44] is the sub-list for extension type_name
 	44, // [44:44] is the sub-list for extension extendee
 	0,  // [0:44] is the sub-list for field type_name
@@ -3987,15 +4174,15 @@ func file_proto_hermes_v1_hermes_proto_init() {
 	if File_proto_hermes_v1_hermes_proto != nil {
 		return
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[2].OneofWrappers = []any{}
-	file_proto_hermes_v1_hermes_proto_msgTypes[15].OneofWrappers = []any{}
-	file_proto_hermes_v1_hermes_proto_msgTypes[20].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[6].OneofWrappers = []any{}
+	file_proto_hermes_v1_hermes_proto_msgTypes[19].OneofWrappers = []any{}
+	file_proto_hermes_v1_hermes_proto_msgTypes[24].OneofWrappers = []any{
 		(*StartPosition_Latest)(nil),
 		(*StartPosition_Earliest)(nil),
 		(*StartPosition_Offset)(nil),
 		(*StartPosition_TimestampUnixNano)(nil),
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[28].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[32].OneofWrappers = []any{
 		(*SubscribeRequest_Open)(nil),
 		(*SubscribeRequest_Credit)(nil),
 		(*SubscribeRequest_Ack)(nil),
@@ -4003,7 +4190,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 		(*SubscribeRequest_Commit)(nil),
 		(*SubscribeRequest_Heartbeat)(nil),
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[33].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[37].OneofWrappers = []any{
 		(*SubscribeResponse_Subscribed)(nil),
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Deliveries)(nil),
@@ -4016,7 +4203,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_hermes_v1_hermes_proto_rawDesc), len(file_proto_hermes_v1_hermes_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   50,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

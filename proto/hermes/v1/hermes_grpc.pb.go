@@ -46,6 +46,8 @@ const (
 	Hermes_DescribeGroup_FullMethodName   = "/hermes.v1.Hermes/DescribeGroup"
 	Hermes_Health_FullMethodName          = "/hermes.v1.Hermes/Health"
 	Hermes_DescribeCluster_FullMethodName = "/hermes.v1.Hermes/DescribeCluster"
+	Hermes_AddNode_FullMethodName         = "/hermes.v1.Hermes/AddNode"
+	Hermes_RemoveNode_FullMethodName      = "/hermes.v1.Hermes/RemoveNode"
 )
 
 // HermesClient is the client API for Hermes service.
@@ -79,6 +81,13 @@ type HermesClient interface {
 	// and, for every partition, the leader and replicas; follower lag only
 	// for the partitions this node leads (ask each node for the rest).
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
+	// AddNode makes a new node a member of the cluster: a voter of the
+	// metadata group. Start the node first with --join (it then waits to be
+	// added); it catches up and registers, and new topics are placed on it.
+	AddNode(ctx context.Context, in *AddNodeRequest, opts ...grpc.CallOption) (*AddNodeResponse, error)
+	// RemoveNode takes a node out of the cluster; refused with
+	// INVALID_ARGUMENT while it holds partition replicas.
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
 }
 
 type hermesClient struct {
@@ -225,6 +234,26 @@ func (c *hermesClient) DescribeCluster(ctx context.Context, in *DescribeClusterR
 	return out, nil
 }
 
+func (c *hermesClient) AddNode(ctx context.Context, in *AddNodeRequest, opts ...grpc.CallOption) (*AddNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddNodeResponse)
+	err := c.cc.Invoke(ctx, Hermes_AddNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hermesClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, Hermes_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HermesServer is the server API for Hermes service.
 // All implementations must embed UnimplementedHermesServer
 // for forward compatibility.
@@ -256,6 +285,13 @@ type HermesServer interface {
 	// and, for every partition, the leader and replicas; follower lag only
 	// for the partitions this node leads (ask each node for the rest).
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
+	// AddNode makes a new node a member of the cluster: a voter of the
+	// metadata group. Start the node first with --join (it then waits to be
+	// added); it catches up and registers, and new topics are placed on it.
+	AddNode(context.Context, *AddNodeRequest) (*AddNodeResponse, error)
+	// RemoveNode takes a node out of the cluster; refused with
+	// INVALID_ARGUMENT while it holds partition replicas.
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
 	mustEmbedUnimplementedHermesServer()
 }
 
@@ -304,6 +340,12 @@ func (UnimplementedHermesServer) Health(context.Context, *HealthRequest) (*Healt
 }
 func (UnimplementedHermesServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DescribeCluster not implemented")
+}
+func (UnimplementedHermesServer) AddNode(context.Context, *AddNodeRequest) (*AddNodeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddNode not implemented")
+}
+func (UnimplementedHermesServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveNode not implemented")
 }
 func (UnimplementedHermesServer) mustEmbedUnimplementedHermesServer() {}
 func (UnimplementedHermesServer) testEmbeddedByValue()                {}
@@ -538,6 +580,42 @@ func _Hermes_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Hermes_AddNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HermesServer).AddNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hermes_AddNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HermesServer).AddNode(ctx, req.(*AddNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Hermes_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HermesServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hermes_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HermesServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Hermes_ServiceDesc is the grpc.ServiceDesc for Hermes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -588,6 +666,14 @@ var Hermes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeCluster",
 			Handler:    _Hermes_DescribeCluster_Handler,
+		},
+		{
+			MethodName: "AddNode",
+			Handler:    _Hermes_AddNode_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _Hermes_RemoveNode_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

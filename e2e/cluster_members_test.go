@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/testcluster"
+	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+// TestClusterNodeJoinsAndLeaves adds a fourth node to a running cluster
+// with `hermes cluster join`: it catches up with the metadata (a snapshot,
+// the metadata log being compacted, then the log), registers, gets
+// replicas of a topic created afterwards and serves reads of them. It is
+// refused removal while it holds replicas, and removed once it holds none.
+func TestClusterNodeJoinsAndLeaves(t *testing.T) {
+	snap := []string{"--log-level", "info", "--metadata-snapshot-entries", "20"}
+	nodes := testcluster.StartCluster(t, 3, snap...)
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "before", Config: &pb.TopicConfig{Partitions: 2}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ { // metadata entries: the log is compacted
+		err := retryUnavailable(t, 10*time.Second, func() error {
+			_, err := cs[i%3].CommitOffsets(ctxT(t, 5*time.Second), &pb.CommitOffsetsRequest{Group: "g",
+				Offsets: []*pb.PartitionOffset{{Topic: "before", Partition: 0, Offset: 0}}})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+
+	raft4 := testcluster.FreeAddr(t)
+	var peers []string
+	for i, n := range nodes {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, n.RaftAddr))
+	}
+	peers = append(peers, "4="+raft4)
+	n4 := testcluster.StartNode(t, append([]string{"--node-id", "4", "--raft-addr", raft4, "--peers", strings.Join(peers, ","), "--join"}, snap...)...)
+	c4, _ := dial(t, n4)
+
+	out, err := exec.Command(testcluster.Binary(t), "cluster", "join", "--addr", nodes[1].GRPCAddr,
+		"--node-id", "4", "--raft-addr", raft4).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hermes cluster join: %v\n%s", err, out)
+	}
+	waitFor(t, 20*time.Second, "node 4 knows the cluster and is registered everywhere", func() bool {
+		resp, err := c4.DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil || len(resp.Nodes) != 4 {
+			return false
+		}
+		_, err = c4.DescribeTopic(ctxT(t, 2*time.Second), &pb.DescribeTopicRequest{Name: "before"})
+		return err == nil
+	})
+	if !strings.Contains(n4.Log(200), "snapshot installed") {
+		t.Fatal("node 4 caught up without installing the metadata snapshot")
+	}
+
+	// A topic created now is placed on the four nodes.
+	err = retryUnavailable(t, 20*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "after", Config: &pb.TopicConfig{Partitions: 4}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []int32
+	waitFor(t, 20*time.Second, "node 4 holds replicas of the new topic", func() bool {
+		resp, err := c4.DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			return false
+		}
+		held = nil
+		for _, p := range resp.Partitions {
+			if p.Topic == "after" && containsID(p.Replicas, 4) {
+				held = append(held, p.Partition)
+			}
+		}
+		return len(held) == 3 // 4 partitions, 3 replicas each, over 4 nodes
+	})
+	for _, p := range held {
+		ids := newIDs(10)
+		p := p
+		err := retryUnavailable(t, 20*time.Second, func() error {
+			_, err := c4.Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: "after", Partition: &p,
+				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, 50)})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("publish to after/%d through node 4: %v", p, err)
+		}
+		// Committed by a quorum; node 4's replica learns the commit a
+		// heartbeat later.
+		waitFor(t, 10*time.Second, fmt.Sprintf("node 4 reads the 10 records of after/%d", p), func() bool {
+			got := readAll(t, c4, "after", p)
+			return len(got) == 10 && got[0].MessageID == ids[0]
+		})
+	}
+
+	out, err = exec.Command(testcluster.Binary(t), "cluster", "remove", "--addr", nodes[0].GRPCAddr, "4").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "replicas") {
+		t.Fatalf("removing a node that holds replicas: %v\n%s", err, out)
+	}
+	if _, err := cs[0].DeleteTopic(ctxT(t, 20*time.Second), &pb.DeleteTopicRequest{Name: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(testcluster.Binary(t), "cluster", "remove", "--addr", nodes[2].GRPCAddr, "4").CombinedOutput()
+	if err != nil {
+		t.Fatalf("hermes cluster remove 4: %v\n%s", err, out)
+	}
+	n4.Stop()
+	resp, err := cs[0].DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+	if err != nil || len(resp.Nodes) != 3 {
+		t.Fatalf("after removing node 4: %v, %v", resp, err)
+	}
+	// The three go on without it.
+	err = retryUnavailable(t, 20*time.Second, func() error {
+		_, err := cs[1].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "later", Config: &pb.TopicConfig{Partitions: 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("create a topic after removing node 4: %v", err)
+	}
+}
+
+func containsID(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
