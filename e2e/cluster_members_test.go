@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -138,4 +140,163 @@ func containsID(ids []uint64, id uint64) bool {
 		}
 	}
 	return false
+}
+
+// TestClusterRebalanceMovesReplicas: after a fourth node joins, `hermes
+// cluster rebalance` moves replicas to it while the partitions stay
+// writable; the moved replicas hold every record, byte for byte as the
+// others; `rebalance --drain 4` moves them all away again, and the node
+// can then be removed.
+func TestClusterRebalanceMovesReplicas(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "info")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "moving",
+			Config: &pb.TopicConfig{Partitions: 4, ReplicationFactor: 2}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := map[int32][]record.MessageID{}
+	publish := func(via pb.HermesClient) {
+		t.Helper()
+		for p := int32(0); p < 4; p++ {
+			ids := newIDs(25)
+			p := p
+			err := retryUnavailable(t, 20*time.Second, func() error {
+				_, err := via.Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: "moving", Partition: &p,
+					Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, 100)})
+				return err
+			})
+			if err != nil {
+				t.Fatalf("publish to moving/%d: %v", p, err)
+			}
+			published[p] = append(published[p], ids...)
+		}
+	}
+	publish(cs[0])
+
+	raft4 := testcluster.FreeAddr(t)
+	var peers []string
+	for i, n := range nodes {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, n.RaftAddr))
+	}
+	peers = append(peers, "4="+raft4)
+	n4 := testcluster.StartNode(t, "--node-id", "4", "--raft-addr", raft4, "--peers", strings.Join(peers, ","), "--join", "--log-level", "info")
+	c4, _ := dial(t, n4)
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(testcluster.Binary(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("hermes %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	cli("cluster", "join", "--addr", nodes[0].GRPCAddr, "--node-id", "4", "--raft-addr", raft4)
+	waitFor(t, 20*time.Second, "node 4 registered", func() bool {
+		resp, err := cs[0].DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		return err == nil && len(resp.Nodes) == 4
+	})
+
+	start := time.Now()
+	out := cli("cluster", "rebalance", "--addr", nodes[1].GRPCAddr, "--wait", "60s")
+	t.Logf("rebalance onto node 4 (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
+	publish(c4) // through the new node, after the moves
+
+	holds := func(node uint64) []int32 {
+		resp, err := cs[0].DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held []int32
+		for _, p := range resp.Partitions {
+			if p.Topic == "moving" && containsID(p.Replicas, node) {
+				held = append(held, p.Partition)
+			}
+		}
+		return held
+	}
+	held := holds(4)
+	if len(held) != 2 {
+		t.Fatalf("node 4 holds replicas of partitions %v after rebalancing 8 replicas over 4 nodes, want 2", held)
+	}
+	for _, p := range held {
+		want := published[p]
+		var ref []byte
+		replicas := mustReplicas(t, cs[0], p)
+		for i, c := range append(cs, c4) {
+			if !containsID(replicas, uint64(i+1)) {
+				continue // reads through a node without a replica are not relayed yet
+			}
+			var got []record.Record
+			waitFor(t, 10*time.Second, fmt.Sprintf("node %d reads moving/%d", i+1, p), func() bool {
+				got = readAll(t, c, "moving", p)
+				return len(got) == len(want)
+			})
+			for j, r := range got {
+				if r.MessageID != want[j] {
+					t.Fatalf("node %d: moving/%d record %d is %x, want %x", i+1, p, j, r.MessageID[:4], want[j][:4])
+				}
+			}
+			raw := rawBatches(t, c, "moving", p)
+			if ref == nil {
+				ref = raw
+			} else if !bytes.Equal(raw, ref) {
+				t.Fatalf("node %d's copy of moving/%d differs from another replica's", i+1, p)
+			}
+		}
+	}
+
+	out = cli("cluster", "rebalance", "--addr", nodes[2].GRPCAddr, "--drain", "4", "--wait", "60s")
+	t.Logf("drain node 4:\n%s", out)
+	if held := holds(4); len(held) != 0 {
+		t.Fatalf("node 4 still holds %v after draining it", held)
+	}
+	cli("cluster", "remove", "--addr", nodes[0].GRPCAddr, "4")
+	n4.Stop()
+	publish(cs[1])
+	for p := int32(0); p < 4; p++ {
+		var got []record.Record
+		for _, r := range mustReplicas(t, cs[0], p) {
+			waitFor(t, 10*time.Second, fmt.Sprintf("node %d reads every record of moving/%d", r, p), func() bool {
+				got = readAll(t, cs[r-1], "moving", p)
+				return len(got) == len(published[p])
+			})
+		}
+	}
+}
+
+func mustReplicas(t *testing.T, c pb.HermesClient, partition int32) []uint64 {
+	t.Helper()
+	resp, err := c.DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range resp.Partitions {
+		if p.Topic == "moving" && p.Partition == partition {
+			return p.Replicas
+		}
+	}
+	t.Fatalf("no partition moving/%d", partition)
+	return nil
+}
+
+// rawBatches is a partition's batches as stored, concatenated.
+func rawBatches(t *testing.T, c pb.HermesClient, topic string, partition int32) []byte {
+	t.Helper()
+	var raw []byte
+	for off := int64(0); ; {
+		resp, err := c.Fetch(ctxT(t, 5*time.Second), &pb.FetchRequest{Topic: topic, Partition: partition, Offset: off, Packed: true, MaxBytes: 8 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Batches) == 0 {
+			return raw
+		}
+		for _, b := range resp.Batches {
+			raw = append(raw, b.Data...)
+		}
+		off = resp.NextOffset
+	}
 }

@@ -19,7 +19,7 @@ func init() { clientCommands = append(clientCommands, newClusterCmd) }
 
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and change a Hermes cluster"}
-	cmd.AddCommand(newClusterStatusCmd(), newClusterJoinCmd(), newClusterRemoveCmd())
+	cmd.AddCommand(newClusterStatusCmd(), newClusterJoinCmd(), newClusterRemoveCmd(), newClusterRebalanceCmd())
 	return cmd
 }
 
@@ -91,6 +91,81 @@ metadata group. Refused while the node holds partition replicas.`,
 	return cmd
 }
 
+func newClusterRebalanceCmd() *cobra.Command {
+	var (
+		bf    brokerFlags
+		drain []uint
+		wait  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "rebalance [--drain N]...",
+		Short: "Move partition replicas so every node holds about as many",
+		Long: `Plan and start replica moves: replicas go from the fullest nodes to
+the emptiest (a node added with "hermes cluster join" gets its share), and
+every replica leaves the nodes given to --drain (remove them afterwards).
+Each move adds the new replicas to the partition's Raft group, waits until
+they have caught up, then removes the old ones: the partition stays
+writable throughout. With --wait, waits until the moves are done.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			var resp *pb.RebalanceResponse
+			err := clusterCall(ctx, bf.addr, func(c pb.HermesClient) error {
+				var err error
+				req := &pb.RebalanceRequest{}
+				for _, n := range drain {
+					req.Drain = append(req.Drain, uint64(n))
+				}
+				resp, err = c.Rebalance(ctx, req)
+				return err
+			})
+			if resp != nil {
+				for _, m := range resp.Moves {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s/%d: %v -> %v\n", m.Topic, m.Partition, m.From, m.To)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if len(resp.GetMoves()) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "nothing to move")
+				return nil
+			}
+			if wait <= 0 {
+				return nil
+			}
+			deadline := time.Now().Add(wait)
+			for {
+				wctx, wcancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+				st, err := describeCluster(wctx, bf.addr)
+				wcancel()
+				moving := 0
+				if err == nil {
+					for _, p := range st.Partitions {
+						if len(p.Target) > 0 {
+							moving++
+						}
+					}
+					if moving == 0 {
+						fmt.Fprintln(cmd.OutOrStdout(), "moves done")
+						return nil
+					}
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%d partitions still moving after %s", moving, wait)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d partitions moving...\n", moving)
+				time.Sleep(time.Second)
+			}
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	cmd.Flags().UintSliceVar(&drain, "drain", nil, "move every replica off these nodes")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the moves to finish (0: return at once)")
+	return cmd
+}
+
 // clusterCall runs one admin call against the node at addr.
 func clusterCall(ctx context.Context, addr string, call func(pb.HermesClient) error) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -120,6 +195,8 @@ type clusterPartitionJSON struct {
 	Partition int32    `json:"partition"`
 	Leader    uint64   `json:"leader"`
 	Replicas  []uint64 `json:"replicas"`
+	// Target is where the replicas are moving (rebalance), if they are.
+	Target []uint64 `json:"target,omitempty"`
 	// Lag in Raft entries behind the leader, by node id (from the leader).
 	Lag           map[string]uint64 `json:"lag"`
 	HighWatermark int64             `json:"high_watermark"`
@@ -181,7 +258,7 @@ func clusterStatus(ctx context.Context, addr string) (*clusterStatusJSON, error)
 			key := fmt.Sprintf("%s/%d", p.Topic, p.Partition)
 			cp := parts[key]
 			if cp == nil {
-				cp = &clusterPartitionJSON{Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas, Lag: map[string]uint64{}}
+				cp = &clusterPartitionJSON{Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas, Target: p.Target, Lag: map[string]uint64{}}
 				parts[key] = cp
 			}
 			if p.Leader != 0 && (cp.Leader == 0 || p.Leader == resp.NodeId) {
@@ -235,13 +312,16 @@ func printClusterStatus(cmd *cobra.Command, st *clusterStatusJSON) error {
 	rows = [][]string{{"TOPIC", "PARTITION", "LEADER", "REPLICAS", "LAG (entries)", "HIGH WATERMARK"}}
 	for _, p := range st.Partitions {
 		var lag []string
-		for _, r := range p.Replicas {
-			if l, ok := p.Lag[fmt.Sprint(r)]; ok {
-				lag = append(lag, fmt.Sprintf("%d:%d", r, l))
-			}
+		for r, l := range p.Lag {
+			lag = append(lag, fmt.Sprintf("%s:%d", r, l))
+		}
+		sort.Strings(lag)
+		replicas := strings.Trim(fmt.Sprint(p.Replicas), "[]")
+		if p.Target != nil {
+			replicas += " -> " + strings.Trim(fmt.Sprint(p.Target), "[]")
 		}
 		rows = append(rows, []string{p.Topic, fmt.Sprint(p.Partition), fmt.Sprint(p.Leader),
-			strings.Trim(fmt.Sprint(p.Replicas), "[]"), strings.Join(lag, " "), fmt.Sprint(p.HighWatermark)})
+			replicas, strings.Join(lag, " "), fmt.Sprint(p.HighWatermark)})
 	}
 	return table(cmd.OutOrStdout(), rows)
 }

@@ -145,13 +145,13 @@ func (b *Broker) openPartitions(t *topic) error {
 	for i := int32(0); i < t.cfg.Partitions; i++ {
 		p, err := openPartition(b, t, i, b.partitionDir(t.name, i))
 		if err != nil {
-			for _, q := range t.parts {
+			for _, q := range t.partitions() {
 				q.close()
 			}
-			t.parts = nil
+			t.setPartitions(nil)
 			return err
 		}
-		t.parts = append(t.parts, p)
+		t.setPartitions(append(t.partitions(), p))
 	}
 	return nil
 }
@@ -196,7 +196,7 @@ func (b *Broker) closeTopics() error {
 	b.mu.Unlock()
 	var first error
 	for _, t := range topics {
-		for _, p := range t.parts {
+		for _, p := range t.partitions() {
 			if err := p.close(); err != nil && first == nil {
 				first = err
 			}
@@ -271,7 +271,7 @@ func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (To
 	}
 	def, _ := json.Marshal(cfg)
 	if err := b.meta.PutTopic(name, def); err != nil {
-		for _, p := range t.parts {
+		for _, p := range t.partitions() {
 			p.close()
 		}
 		b.trash(name)
@@ -372,7 +372,7 @@ func (b *Broker) DeleteTopic(name string) error {
 func (b *Broker) dropTopic(t *topic) {
 	close(t.deleted)
 	t.broadcast()
-	for _, p := range t.parts {
+	for _, p := range t.partitions() {
 		p.close()
 	}
 	b.trash(t.name)
@@ -453,7 +453,7 @@ func (b *Broker) enforceRetention(now time.Time) {
 	var parts []*partition
 	for _, t := range b.topics {
 		if t.state == topicActive {
-			parts = append(parts, t.parts...)
+			parts = append(parts, t.partitions()...)
 		}
 	}
 	b.mu.RUnlock()
@@ -476,7 +476,7 @@ func (b *Broker) diskUsage() int64 {
 		if t.state != topicActive {
 			continue // its partitions are being opened or closed
 		}
-		for _, p := range t.parts {
+		for _, p := range t.partitions() {
 			if p.remote {
 				continue
 			}

@@ -113,9 +113,10 @@ func (b *Broker) startCluster() error {
 		cn.tr.Close()
 		return err
 	}
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.registerSelf()
 	go b.balanceLeaders()
+	go b.driveMoves()
 	b.log.Info("cluster node started", "node", c.NodeID, "raft", c.RaftAddr, "peers", len(c.Peers))
 	return nil
 }
@@ -170,7 +171,184 @@ func (b *Broker) onMetaChange(ch cluster.Change) {
 		b.log.Info("cluster node known", "node", ch.Node.ID, "grpc", ch.Node.GRPCAddr)
 	case ch.Removed != nil:
 		b.log.Info("cluster node deregistered", "node", ch.Removed.ID)
+	case ch.Moved != nil:
+		b.moveReplicas(ch.Moved)
 	}
+}
+
+// moveReplicas follows a change of a topic's replicas: a partition this
+// node is getting is opened (empty: the leader sends it everything), one
+// it no longer holds is closed and its files deleted. It runs on the
+// metadata group's goroutine.
+func (b *Broker) moveReplicas(ct *cluster.Topic) {
+	b.mu.RLock()
+	t := b.topics[ct.Name]
+	b.mu.RUnlock()
+	if t == nil || t.state != topicActive {
+		return
+	}
+	self := b.cl.cfg.NodeID
+	parts := slices.Clone(t.partitions())
+	var gone []*partition
+	for i, cur := range parts {
+		if i >= len(ct.Replicas) {
+			break
+		}
+		want := ct.Holds(i, self)
+		switch {
+		case want && cur.rep == nil:
+			p, err := b.openClusterPartition(t, int32(i), ct.Replicas[i], ct.Target(i))
+			if err != nil {
+				b.log.Error("cannot open a partition moving here", "topic", t.name, "partition", i, "err", err)
+				continue
+			}
+			parts[i] = p
+			b.log.Info("partition replica moving here", "topic", t.name, "partition", i, "target", ct.Target(i))
+		case !want && cur.rep != nil:
+			parts[i] = remotePartition(b, t, int32(i), ct.Replicas[i])
+			gone = append(gone, cur)
+		case !want:
+			parts[i] = remotePartition(b, t, int32(i), ct.Replicas[i]) // where it is now
+		}
+	}
+	t.setPartitions(parts)
+	t.broadcast()
+	for _, p := range gone {
+		group := fmt.Sprintf("%s/%d", t.name, p.id)
+		b.cl.host.Remove(group)
+		p.close()
+		if err := p.log.Delete(); err != nil {
+			b.log.Warn("cannot delete a partition moved away", "topic", t.name, "partition", p.id, "err", err)
+		}
+		if err := b.meta.DeleteRaftState(group); err != nil {
+			b.log.Warn("cannot delete the raft state of a partition moved away", "group", group, "err", err)
+		}
+		b.log.Info("partition replica moved away", "topic", t.name, "partition", p.id)
+	}
+}
+
+// moveInterval is how often a partition leader takes the next step of a
+// replica move.
+const moveInterval = 300 * time.Millisecond
+
+// driveMoves carries out replica moves on the partitions this node leads,
+// one step at a time: add each target voter, wait until every target
+// replica has caught up, remove the voters not in the target (handing
+// leadership over first when this node leaves), then complete the move
+// in the metadata group. Every step is retried until it holds, so a move
+// survives a leader change: the next leader goes on from the voters it
+// finds.
+func (b *Broker) driveMoves() {
+	defer b.wg.Done()
+	tick := time.NewTicker(moveInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+		}
+		for _, ct := range b.cl.meta.Topics() {
+			if ct.Targets == nil {
+				continue
+			}
+			t, err := b.lookupTopic(ct.Name)
+			if err != nil {
+				continue
+			}
+			parts := t.partitions()
+			for i, target := range ct.Targets {
+				if target != nil && i < len(parts) && parts[i].rep != nil && parts[i].rep.Leader() == b.cl.cfg.NodeID {
+					b.moveStep(ct.Name, int32(i), parts[i].rep, target)
+				}
+			}
+		}
+	}
+}
+
+func (b *Broker) moveStep(topic string, id int32, rep *replication.Replica, target []uint64) {
+	self := b.cl.cfg.NodeID
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	voters := rep.Voters()
+	for _, n := range target {
+		if !slices.Contains(voters, n) {
+			if err := rep.ChangeVoter(ctx, n, true, nil); err != nil {
+				b.log.Debug("replica move: add voter", "topic", topic, "partition", id, "node", n, "err", err)
+			} else {
+				b.log.Info("replica move: voter added", "topic", topic, "partition", id, "node", n)
+			}
+			return
+		}
+	}
+	lag, ok := rep.Progress()
+	if !ok {
+		return
+	}
+	for _, n := range target {
+		if lag[n] != 0 {
+			return // a new replica is catching up
+		}
+	}
+	for _, n := range voters {
+		if slices.Contains(target, n) {
+			continue
+		}
+		if n == self {
+			rep.TransferLeadership(target[0]) // the next leader goes on
+			return
+		}
+		if err := rep.ChangeVoter(ctx, n, false, nil); err != nil {
+			b.log.Debug("replica move: remove voter", "topic", topic, "partition", id, "node", n, "err", err)
+		} else {
+			b.log.Info("replica move: voter removed", "topic", topic, "partition", id, "node", n)
+		}
+		return
+	}
+	_, err := b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_CompleteReassignment{CompleteReassignment: &cpb.CompleteReassignment{
+		Topic: topic, Partition: id, Replicas: voters}}})
+	if err != nil {
+		b.log.Debug("replica move: complete", "topic", topic, "partition", id, "err", err)
+		return
+	}
+	b.log.Info("replica move complete", "topic", topic, "partition", id, "replicas", voters)
+}
+
+// Move is one partition's planned replica move.
+type Move struct {
+	Topic     string
+	Partition int32
+	From, To  []uint64
+}
+
+// Rebalance plans and starts replica moves that spread the partitions'
+// replicas evenly over the nodes, moving every replica off the drained
+// nodes (to remove them afterwards). The moves go on in the background
+// (DescribeCluster shows each moving partition's target); it returns the
+// moves started.
+func (b *Broker) Rebalance(drain []uint64) ([]Move, error) {
+	if b.cl == nil {
+		return nil, errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.cl.meta.Sync(ctx); err != nil {
+		return nil, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("rebalance: catch up with the metadata: %v", err)}
+	}
+	var out []Move
+	for _, c := range b.cl.meta.Balance(drain) {
+		if _, err := b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
+			return out, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("rebalance: %v", err)}
+		}
+		for _, mv := range c.GetMoves() {
+			m := Move{Topic: mv.GetTopic(), Partition: mv.GetPartition(), To: mv.GetTarget()}
+			if ct, ok := b.cl.meta.Topic(m.Topic); ok && int(m.Partition) < len(ct.Replicas) {
+				m.From = ct.Replicas[m.Partition]
+			}
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // onMember learns where a node added to the metadata group listens, so
@@ -220,7 +398,7 @@ func (b *Broker) RemoveClusterNode(id uint64) error {
 	err := b.cl.meta.RemoveMember(ctx, id)
 	switch {
 	case errors.Is(err, cluster.ErrNodeInUse):
-		return errorf(ErrInvalidArgument, "node %d still holds partition replicas; move them first (%v)", id, err)
+		return errorf(ErrInvalidArgument, "node %d still holds partition replicas; move them first with hermes cluster rebalance --drain %d (%v)", id, id, err)
 	case err != nil:
 		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("remove node %d: %v", id, err)}
 	}
@@ -231,28 +409,36 @@ func (b *Broker) openClusterTopic(ct *cluster.Topic) error {
 	cfg := topicConfigFromCluster(ct.Config)
 	t := newTopic(ct.Name, cfg)
 	b.m.initTopic(t.name)
-	for i, replicas := range ct.Replicas {
-		p, err := b.openClusterPartition(t, int32(i), replicas)
+	for i := range ct.Replicas {
+		p, err := b.openClusterPartition(t, int32(i), ct.Replicas[i], ct.Target(i))
 		if err != nil {
-			for _, q := range t.parts {
+			for _, q := range t.partitions() {
 				q.close()
 			}
 			return err
 		}
-		t.parts = append(t.parts, p)
+		t.setPartitions(append(t.partitions(), p))
 	}
 	b.mu.Lock()
 	b.topics[t.name] = t
 	b.mu.Unlock()
-	b.log.Info("topic opened", "topic", t.name, "partitions", len(t.parts))
+	b.log.Info("topic opened", "topic", t.name, "partitions", len(t.partitions()))
 	return nil
 }
 
 // openClusterPartition opens partition id of t: a Raft replica when this
-// node holds it, else a placeholder that knows where the partition is.
-func (b *Broker) openClusterPartition(t *topic, id int32, replicas []uint64) (*partition, error) {
-	if !slices.Contains(replicas, b.cl.cfg.NodeID) {
+// node holds it (or is getting it: it is in the move's target), else a
+// placeholder that knows where the partition is. A replica of the
+// original set bootstraps the group with it; one a move adds starts
+// empty and gets everything from the leader.
+func (b *Broker) openClusterPartition(t *topic, id int32, replicas, target []uint64) (*partition, error) {
+	self := b.cl.cfg.NodeID
+	if !slices.Contains(replicas, self) && !slices.Contains(target, self) {
 		return remotePartition(b, t, id, replicas), nil
+	}
+	peers := replicas
+	if !slices.Contains(replicas, self) {
+		peers = nil
 	}
 	p, err := openPartition(b, t, id, b.partitionDir(t.name, id))
 	if err != nil {
@@ -272,7 +458,7 @@ func (b *Broker) openClusterPartition(t *topic, id int32, replicas []uint64) (*p
 	store.SetDedup(p.dedup)
 	p.replicas = replicas
 	p.rep, err = replication.NewReplica(replication.Config{
-		Group: group, NodeID: b.cl.cfg.NodeID, Peers: replicas, TickInterval: b.cl.cfg.TickInterval,
+		Group: group, NodeID: b.cl.cfg.NodeID, Peers: peers, TickInterval: b.cl.cfg.TickInterval,
 		Logger: b.log.With("group", group), OnCommit: p.committed,
 	}, store, b.cl.tr)
 	if err != nil {
@@ -404,6 +590,8 @@ type ClusterPartition struct {
 	Partition int32
 	Leader    uint64 // 0: unknown here
 	Replicas  []uint64
+	// Target is the replica set the partition is moving to (nil: none).
+	Target []uint64
 	// Lag, in Raft entries behind the leader, per replica; only when this
 	// node leads the partition.
 	Lag           map[uint64]uint64
@@ -430,8 +618,12 @@ func (b *Broker) DescribeCluster() ClusterStatus {
 		if err != nil {
 			continue
 		}
-		for _, p := range t.parts {
+		ct, _ := b.cl.meta.Topic(t.name)
+		for _, p := range t.partitions() {
 			cp := ClusterPartition{Topic: t.name, Partition: p.id, Replicas: slices.Clone(p.replicas)}
+			if ct != nil && int(p.id) < len(ct.Replicas) {
+				cp.Replicas, cp.Target = ct.Replicas[p.id], ct.Target(int(p.id))
+			}
 			if p.rep != nil {
 				cp.Leader = p.rep.Leader()
 				cp.Lag, _ = p.rep.Progress()
@@ -466,15 +658,19 @@ func (b *Broker) balanceLeaders() {
 		var parts []*partition
 		for _, t := range b.topics {
 			if t.state == topicActive {
-				parts = append(parts, t.parts...)
+				parts = append(parts, t.partitions()...)
 			}
 		}
 		b.mu.RUnlock()
 		for _, p := range parts {
-			if p.rep == nil || len(p.replicas) == 0 {
+			if p.rep == nil {
 				continue
 			}
-			if preferred := p.replicas[0]; preferred != b.cl.cfg.NodeID && p.rep.Leader() == b.cl.cfg.NodeID {
+			ct, ok := b.cl.meta.Topic(p.t.name)
+			if !ok || int(p.id) >= len(ct.Replicas) || ct.Target(int(p.id)) != nil {
+				continue // a moving partition's leadership is the move's business
+			}
+			if preferred := ct.Replicas[p.id][0]; preferred != b.cl.cfg.NodeID && p.rep.Leader() == b.cl.cfg.NodeID {
 				p.rep.TransferLeadership(preferred)
 			}
 		}

@@ -32,7 +32,7 @@ func (s *Subscription) pollNew(maxRecords, maxBytes int) (*Delivery, error) {
 // pollPartition returns the next records of one partition, if any: live
 // performance records first, then durable ones from the cursor.
 func (s *Subscription) pollPartition(pid int32, maxRecords, maxBytes int) (*Delivery, error) {
-	p := s.t.parts[pid]
+	p := s.t.partitions()[pid]
 	s.mu.Lock()
 	cursor, ok := s.cursors[pid]
 	ringCursor := s.ring[pid]

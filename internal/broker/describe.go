@@ -127,7 +127,7 @@ func (b *Broker) DescribeGroup(name string) (*GroupDescription, error) {
 		if err != nil {
 			continue
 		}
-		for pid, p := range t.parts {
+		for pid, p := range t.partitions() {
 			tp := topicPartition{tname, int32(pid)}
 			gp := GroupPartitionInfo{Topic: tname, Partition: int32(pid), Committed: -1, Owner: owner[tp]}
 			if pr, ok := progress[tp]; ok {

@@ -153,7 +153,7 @@ func (m *groupManager) join(s *Subscription) error {
 		gs.timeout = s.opts.SessionTimeout
 		gs.g = group.New(gs.name, group.Config{SessionTimeout: gs.timeout})
 	}
-	ch, err := gs.g.Join(s.memberID, s.t.name, int32(len(s.t.parts)), time.Now())
+	ch, err := gs.g.Join(s.memberID, s.t.name, int32(len(s.t.partitions())), time.Now())
 	if err != nil {
 		m.prune(gs)
 		return errorf(ErrInvalidArgument, "join group %q: %v", gs.name, err)
@@ -264,7 +264,7 @@ func (m *groupManager) apply(gs *groupState, ch group.Changes) {
 
 // startPartition begins delivery of pid to s. Lock: m.mu and s.mu held.
 func (m *groupManager) startPartition(gs *groupState, s *Subscription, pid int32) {
-	p := s.t.parts[pid]
+	p := s.t.partitions()[pid]
 	os := gs.offset(topicPartition{s.t.name, pid})
 	from := os.committed
 	start, hw := p.offsets()
@@ -659,10 +659,10 @@ func (m *groupManager) updateLag() {
 	m.mu.Unlock()
 	for _, l := range ls {
 		t, err := m.b.topic(l.tp.topic)
-		if err != nil || int(l.tp.partition) >= len(t.parts) {
+		if err != nil || int(l.tp.partition) >= len(t.partitions()) {
 			continue
 		}
-		_, hw := t.parts[l.tp.partition].offsets()
+		_, hw := t.partitions()[l.tp.partition].offsets()
 		m.b.m.consumerLag.WithLabelValues(l.group, l.tp.topic, strconv.Itoa(int(l.tp.partition))).Set(float64(hw - l.off))
 	}
 }

@@ -304,13 +304,13 @@ func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, done f
 		done(res, nil)
 	}}
 	for pid, idx := range groups {
-		b.publishGroup(t.parts[pid], req.Records, idx, mode, res, agg)
+		b.publishGroup(t.partitions()[pid], req.Records, idx, mode, res, agg)
 	}
 }
 
 // route returns, per partition, the indexes of the records going there.
 func (b *Broker) route(t *topic, req *PublishRequest) map[int32][]int {
-	n := int32(len(t.parts))
+	n := int32(len(t.partitions()))
 	groups := make(map[int32][]int, 1)
 	keyless := int32(-1)
 	for i := range req.Records {

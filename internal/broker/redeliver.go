@@ -56,7 +56,7 @@ func (m *groupManager) redeliver(s *Subscription, limit int) (*Delivery, time.Du
 // Delivered or Ack. tr guards against a rebalance meanwhile: a revoked
 // partition's tracker is dropped and nothing is done to it.
 func (m *groupManager) resend(s *Subscription, pid int32, tr *group.Tracker, again, dead []int64) (*Delivery, time.Duration, error) {
-	p := s.t.parts[pid]
+	p := s.t.partitions()[pid]
 	for _, off := range dead {
 		rec, err := readOne(p, off)
 		gone := errors.Is(err, errRetained)

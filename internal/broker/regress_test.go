@@ -144,9 +144,9 @@ func TestSubscriberBehindRetentionSkipsAhead(t *testing.T) {
 	}
 	done := make(chan struct{})
 	tp, _ := b.topic("r")
-	tp.parts[0].enqueue(&writeReq{control: func() { tp.parts[0].enforceRetention(time.Now()); close(done) }})
+	tp.partitions()[0].enqueue(&writeReq{control: func() { tp.partitions()[0].enforceRetention(time.Now()); close(done) }})
 	<-done
-	start, _ := tp.parts[0].offsets()
+	start, _ := tp.partitions()[0].offsets()
 	if start == 0 {
 		t.Fatal("retention deleted nothing")
 	}

@@ -180,12 +180,12 @@ func (b *Broker) openSubscription(s *Subscription) error {
 	if opts.Group == "" {
 		parts := opts.Partitions
 		if len(parts) == 0 {
-			for i := range t.parts {
+			for i := range t.partitions() {
 				parts = append(parts, int32(i))
 			}
 		}
 		for _, pid := range parts {
-			start, err := b.resolveStart(t.parts[pid], opts.Start)
+			start, err := b.resolveStart(t.partitions()[pid], opts.Start)
 			if err != nil {
 				return err
 			}
@@ -254,7 +254,7 @@ func (b *Broker) resolveStart(p *partition, sp StartPosition) (int64, error) {
 // not yet shared.
 func (s *Subscription) addPartition(pid int32, offset int64) {
 	s.cursors[pid] = offset
-	s.ring[pid] = s.t.parts[pid].ring.End()
+	s.ring[pid] = s.t.partitions()[pid].ring.End()
 	if i, found := slices.BinarySearch(s.owned, pid); !found {
 		s.owned = slices.Insert(s.owned, i, pid)
 	}

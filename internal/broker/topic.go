@@ -7,9 +7,11 @@ import (
 
 // topic is a topic on this node.
 type topic struct {
-	name  string
-	cfg   TopicConfig
-	parts []*partition
+	name string
+	cfg  TopicConfig
+	// parts is the current partitions, replaced whole (copy on write)
+	// when a replica moves to or from this node; use partitions().
+	parts atomic.Pointer[[]*partition]
 	// rr spreads keyless records: each request's keyless records go to one
 	// partition (better batches), the next request's to the next one.
 	rr atomic.Uint32
@@ -32,6 +34,19 @@ const (
 	topicDeleting
 )
 
+// partitions returns the topic's partitions (the caller must not modify
+// the slice).
+func (t *topic) partitions() []*partition {
+	if ps := t.parts.Load(); ps != nil {
+		return *ps
+	}
+	return nil
+}
+
+// setPartitions replaces the partitions (a new slice; readers holding the
+// old one keep it).
+func (t *topic) setPartitions(ps []*partition) { t.parts.Store(&ps) }
+
 func newTopic(name string, cfg TopicConfig) *topic {
 	return &topic{name: name, cfg: cfg, notifyCh: make(chan struct{}), deleted: make(chan struct{})}
 }
@@ -52,10 +67,10 @@ func (t *topic) broadcast() {
 }
 
 func (t *topic) partition(id int32) (*partition, error) {
-	if id < 0 || int(id) >= len(t.parts) {
-		return nil, errorf(ErrPartitionNotFound, "topic %q has partitions 0 to %d, not %d", t.name, len(t.parts)-1, id)
+	if id < 0 || int(id) >= len(t.partitions()) {
+		return nil, errorf(ErrPartitionNotFound, "topic %q has partitions 0 to %d, not %d", t.name, len(t.partitions())-1, id)
 	}
-	return t.parts[id], nil
+	return t.partitions()[id], nil
 }
 
 // TopicInfo describes a topic and its partitions.
@@ -76,8 +91,8 @@ type PartitionInfo struct {
 }
 
 func (t *topic) info() TopicInfo {
-	ti := TopicInfo{Name: t.name, Config: t.cfg, Partitions: make([]PartitionInfo, len(t.parts))}
-	for i, p := range t.parts {
+	ti := TopicInfo{Name: t.name, Config: t.cfg, Partitions: make([]PartitionInfo, len(t.partitions()))}
+	for i, p := range t.partitions() {
 		if p.remote {
 			ti.Partitions[i] = PartitionInfo{Partition: int32(i)}
 			continue

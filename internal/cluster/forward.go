@@ -181,8 +181,8 @@ func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command) error {
 
 func topicState(t *Topic) *pb.TopicState {
 	ts := &pb.TopicState{Name: t.Name, Config: t.Config}
-	for _, r := range t.Replicas {
-		ts.Partitions = append(ts.Partitions, &pb.PartitionState{Replicas: r})
+	for p, r := range t.Replicas {
+		ts.Partitions = append(ts.Partitions, &pb.PartitionState{Replicas: r, Target: t.Target(p)})
 	}
 	return ts
 }

@@ -34,6 +34,23 @@ type Topic struct {
 	// Replicas[p] are the voters of partition p; Replicas[p][0] is its
 	// preferred leader.
 	Replicas [][]uint64
+	// Targets[p], when set, is the replica set partition p is moving to:
+	// its leader adds the new voters, then removes the old ones, then
+	// completes the move (Replicas[p] = Targets[p]).
+	Targets [][]uint64
+}
+
+// Holds reports whether node has, or is getting, a replica of partition p.
+func (t *Topic) Holds(p int, node uint64) bool {
+	return slices.Contains(t.Replicas[p], node) || p < len(t.Targets) && slices.Contains(t.Targets[p], node)
+}
+
+// Target is the replica set partition p moves to, or nil.
+func (t *Topic) Target(p int) []uint64 {
+	if p < len(t.Targets) {
+		return t.Targets[p]
+	}
+	return nil
 }
 
 // Node is a member of the cluster.
@@ -73,6 +90,9 @@ type Change struct {
 	Node    *Node
 	// Removed is a node deregistered.
 	Removed *Node
+	// Moved is a topic whose replicas or move targets changed (the new
+	// state).
+	Moved *Topic
 	// Committed is the group whose offsets a CommitOffsets set, with the
 	// offsets it kept (those of existing partitions).
 	Committed *GroupOffsets
@@ -126,6 +146,10 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		return m.commitOffsets(k.CommitOffsets)
 	case *pb.Command_Barrier:
 		return Change{}, nil
+	case *pb.Command_ReassignPartitions:
+		return m.reassign(k.ReassignPartitions)
+	case *pb.Command_CompleteReassignment:
+		return m.completeReassignment(k.CompleteReassignment)
 	case *pb.Command_DeregisterNode:
 		id := k.DeregisterNode.GetId()
 		n, ok := m.nodes[id]
@@ -169,17 +193,191 @@ func (m *Metadata) commitOffsets(c *pb.CommitOffsets) (Change, error) {
 	return Change{Committed: kept}, nil
 }
 
-// ReplicasOn counts the partitions with a replica on node.
+// ReplicasOn counts the partitions with a replica on node, or moving to it.
 func (m *Metadata) ReplicasOn(node uint64) int {
 	n := 0
 	for _, t := range m.topics {
-		for _, r := range t.Replicas {
-			if slices.Contains(r, node) {
+		for p := range t.Replicas {
+			if t.Holds(p, node) {
 				n++
 			}
 		}
 	}
 	return n
+}
+
+// reassign sets move targets. A move is refused for a partition already
+// moving, to unknown nodes, or with duplicates; the whole command then
+// changes nothing.
+func (m *Metadata) reassign(c *pb.ReassignPartitions) (Change, error) {
+	var moved *Topic
+	for _, mv := range c.GetMoves() {
+		t, ok := m.topics[mv.GetTopic()]
+		if !ok {
+			return Change{}, fmt.Errorf("%w: %q", ErrTopicNotFound, mv.GetTopic())
+		}
+		p := int(mv.GetPartition())
+		target := mv.GetTarget()
+		if p < 0 || p >= len(t.Replicas) || len(target) == 0 {
+			return Change{}, fmt.Errorf("%w: move of %s/%d to %v", ErrBadCommand, t.Name, p, target)
+		}
+		if t.Target(p) != nil {
+			return Change{}, fmt.Errorf("%w: %s/%d is already moving to %v", ErrBadCommand, t.Name, p, t.Target(p))
+		}
+		seen := map[uint64]bool{}
+		for _, n := range target {
+			if m.nodes[n] == nil || seen[n] {
+				return Change{}, fmt.Errorf("%w: move of %s/%d to %v: node %d unknown or named twice", ErrBadCommand, t.Name, p, target, n)
+			}
+			seen[n] = true
+		}
+		if moved != nil && moved.Name != t.Name {
+			return Change{}, fmt.Errorf("%w: one command moves partitions of one topic", ErrBadCommand)
+		}
+		moved = t
+	}
+	if moved == nil {
+		return Change{}, fmt.Errorf("%w: no move", ErrBadCommand)
+	}
+	for _, mv := range c.GetMoves() {
+		t := m.topics[mv.GetTopic()]
+		for len(t.Targets) < len(t.Replicas) {
+			t.Targets = append(t.Targets, nil)
+		}
+		t.Targets[mv.GetPartition()] = slices.Clone(mv.GetTarget())
+	}
+	return Change{Moved: moved.clone()}, nil
+}
+
+func (m *Metadata) completeReassignment(c *pb.CompleteReassignment) (Change, error) {
+	t, ok := m.topics[c.GetTopic()]
+	if !ok {
+		return Change{}, fmt.Errorf("%w: %q", ErrTopicNotFound, c.GetTopic())
+	}
+	p := int(c.GetPartition())
+	if p < 0 || p >= len(t.Replicas) || t.Target(p) == nil {
+		return Change{}, fmt.Errorf("%w: %s/%d is not moving", ErrBadCommand, t.Name, p)
+	}
+	got, want := slices.Clone(c.GetReplicas()), slices.Clone(t.Target(p))
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return Change{}, fmt.Errorf("%w: %s/%d has voters %v, its target is %v", ErrBadCommand, t.Name, p, c.GetReplicas(), t.Target(p))
+	}
+	t.Replicas[p] = t.Targets[p]
+	t.Targets[p] = nil
+	if !slices.ContainsFunc(t.Targets, func(x []uint64) bool { return x != nil }) {
+		t.Targets = nil
+	}
+	return Change{Moved: t.clone()}, nil
+}
+
+// Balance plans moves that even out the replicas per node over nodes
+// (sorted ids, without the drained ones): while a node holds two more
+// replicas than another, one replica moves from the fullest to the
+// emptiest node (never two replicas of a partition on a node). Every
+// replica on a drained node moves. Partitions already moving are left
+// alone. Deterministic; nil when nothing needs to move.
+func (m *Metadata) Balance(drain []uint64) []*pb.ReassignPartitions {
+	var nodes []uint64
+	for _, id := range m.nodeIDs() {
+		if !slices.Contains(drain, id) {
+			nodes = append(nodes, id)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	load := make(map[uint64]int)
+	for _, t := range m.topics {
+		for p := range t.Replicas {
+			for _, n := range t.Replicas[p] {
+				load[n]++
+			}
+		}
+	}
+	type part struct {
+		t      *Topic
+		p      int
+		target []uint64
+	}
+	var parts []*part
+	for _, t := range m.Topics() {
+		tt := m.topics[t.Name]
+		for p := range tt.Replicas {
+			if tt.Target(p) == nil {
+				parts = append(parts, &part{t: tt, p: p, target: slices.Clone(tt.Replicas[p])})
+			}
+		}
+	}
+	lightest := func(except []uint64) uint64 {
+		best := uint64(0)
+		for _, n := range nodes {
+			if !slices.Contains(except, n) && (best == 0 || load[n] < load[best]) {
+				best = n
+			}
+		}
+		return best
+	}
+	moveOne := func(pt *part, i int) bool {
+		to := lightest(pt.target)
+		if to == 0 {
+			return false
+		}
+		load[pt.target[i]]--
+		load[to]++
+		pt.target[i] = to
+		return true
+	}
+	for _, pt := range parts { // drained nodes first
+		for i, n := range pt.target {
+			if slices.Contains(drain, n) {
+				moveOne(pt, i)
+			}
+		}
+	}
+	for rounds := 0; rounds < 10000; rounds++ {
+		heavy, light := nodes[0], nodes[0]
+		for _, n := range nodes {
+			if load[n] > load[heavy] {
+				heavy = n
+			}
+			if load[n] < load[light] {
+				light = n
+			}
+		}
+		if load[heavy]-load[light] < 2 {
+			break
+		}
+		moved := false
+		for _, pt := range parts {
+			if i := slices.Index(pt.target, heavy); i >= 0 && !slices.Contains(pt.target, light) {
+				load[heavy]--
+				load[light]++
+				pt.target[i] = light
+				moved = true
+				break
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	byTopic := map[string]*pb.ReassignPartitions{}
+	var out []*pb.ReassignPartitions
+	for _, pt := range parts {
+		if slices.Equal(pt.target, pt.t.Replicas[pt.p]) {
+			continue
+		}
+		c := byTopic[pt.t.Name]
+		if c == nil {
+			c = &pb.ReassignPartitions{}
+			byTopic[pt.t.Name] = c
+			out = append(out, c)
+		}
+		c.Moves = append(c.Moves, &pb.Reassignment{Topic: pt.t.Name, Partition: int32(pt.p), Target: pt.target})
+	}
+	return out
 }
 
 // Committed returns a group's committed offset on a partition, or false.
@@ -300,6 +498,12 @@ func (t *Topic) clone() *Topic {
 	for i, r := range t.Replicas {
 		c.Replicas[i] = slices.Clone(r)
 	}
+	if t.Targets != nil {
+		c.Targets = make([][]uint64, len(t.Targets))
+		for i, r := range t.Targets {
+			c.Targets[i] = slices.Clone(r)
+		}
+	}
 	return c
 }
 
@@ -337,8 +541,19 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 	}
 	for _, ts := range s.GetTopics() {
 		t := &Topic{Name: ts.GetName(), Config: proto.Clone(ts.GetConfig()).(*pb.TopicConfig)}
-		for _, p := range ts.GetPartitions() {
+		for i, p := range ts.GetPartitions() {
 			t.Replicas = append(t.Replicas, slices.Clone(p.GetReplicas()))
+			if len(p.GetTarget()) > 0 {
+				for len(t.Targets) <= i {
+					t.Targets = append(t.Targets, nil)
+				}
+				t.Targets[i] = slices.Clone(p.GetTarget())
+			}
+		}
+		if t.Targets != nil {
+			for len(t.Targets) < len(t.Replicas) {
+				t.Targets = append(t.Targets, nil)
+			}
 		}
 		m.topics[t.Name] = t
 	}

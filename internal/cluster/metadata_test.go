@@ -168,3 +168,69 @@ func TestMetadataDeterministicAndSnapshot(t *testing.T) {
 		t.Fatal("restore from a snapshot differs")
 	}
 }
+
+// Balance spreads replicas over a new node and drains a leaving one;
+// reassignments complete only with the target's voters.
+func TestMetadataBalanceAndMoves(t *testing.T) {
+	m := NewMetadata()
+	i := uint64(0)
+	apply := func(cmd *pb.Command) (Change, error) {
+		i++
+		return m.Apply(i, cmd)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		apply(register(id))
+	}
+	apply(create("orders", 4, 2))
+	if m.Balance(nil) != nil {
+		t.Fatal("a balanced cluster got moves")
+	}
+	apply(register(4))
+	plan := m.Balance(nil)
+	if len(plan) != 1 {
+		t.Fatalf("plan %v", plan)
+	}
+	for _, c := range plan {
+		if _, err := apply(&pb.Command{Kind: &pb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := apply(&pb.Command{Kind: &pb.Command_ReassignPartitions{ReassignPartitions: c}}); !errors.Is(err, ErrBadCommand) {
+			t.Fatalf("a second move of moving partitions: %v", err)
+		}
+		for _, mv := range c.Moves {
+			bad := &pb.CompleteReassignment{Topic: mv.Topic, Partition: mv.Partition, Replicas: []uint64{1}}
+			if _, err := apply(&pb.Command{Kind: &pb.Command_CompleteReassignment{CompleteReassignment: bad}}); !errors.Is(err, ErrBadCommand) {
+				t.Fatalf("completing with other voters: %v", err)
+			}
+			done := &pb.CompleteReassignment{Topic: mv.Topic, Partition: mv.Partition, Replicas: mv.Target}
+			if _, err := apply(&pb.Command{Kind: &pb.Command_CompleteReassignment{CompleteReassignment: done}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for id := uint64(1); id <= 4; id++ {
+		if n := m.ReplicasOn(id); n != 2 {
+			t.Fatalf("node %d holds %d replicas after balancing 8 over 4 nodes", id, n)
+		}
+	}
+	for _, c := range m.Balance([]uint64{4}) {
+		apply(&pb.Command{Kind: &pb.Command_ReassignPartitions{ReassignPartitions: c}})
+		for _, mv := range c.Moves {
+			apply(&pb.Command{Kind: &pb.Command_CompleteReassignment{CompleteReassignment: &pb.CompleteReassignment{
+				Topic: mv.Topic, Partition: mv.Partition, Replicas: mv.Target}}})
+		}
+	}
+	if n := m.ReplicasOn(4); n != 0 {
+		t.Fatalf("node 4 holds %d replicas after draining it", n)
+	}
+	if _, err := apply(&pb.Command{Kind: &pb.Command_DeregisterNode{DeregisterNode: &pb.DeregisterNode{Id: 4}}}); err != nil {
+		t.Fatalf("deregister the drained node: %v", err)
+	}
+	for _, tp := range m.Topics() {
+		for p, r := range tp.Replicas {
+			if len(r) != 2 || r[0] == r[1] {
+				t.Fatalf("%s/%d replicas %v", tp.Name, p, r)
+			}
+		}
+	}
+}

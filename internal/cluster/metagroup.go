@@ -197,8 +197,11 @@ func (g *MetaGroup) restore(state []byte, offset int64) error {
 		old[t.Name] = t
 	}
 	for _, t := range after {
-		if o, ok := old[t.Name]; ok && proto.Equal(o.Config, t.Config) && slices.EqualFunc(o.Replicas, t.Replicas, slices.Equal) {
-			delete(old, t.Name) // unchanged
+		if o, ok := old[t.Name]; ok && proto.Equal(o.Config, t.Config) && len(o.Replicas) == len(t.Replicas) {
+			delete(old, t.Name) // the same topic: maybe with other replicas
+			if !slices.EqualFunc(o.Replicas, t.Replicas, slices.Equal) || !slices.EqualFunc(o.Targets, t.Targets, slices.Equal) {
+				changes = append(changes, Change{Moved: t})
+			}
 			continue
 		}
 		if o, ok := old[t.Name]; ok {
@@ -361,6 +364,14 @@ func (g *MetaGroup) changeMember(ctx context.Context, node uint64, add bool, raf
 		return fmt.Errorf("%w (leader: node %d)", ErrNotLeader, g.rep.Leader())
 	}
 	return err
+}
+
+// Balance plans replica moves on the state applied here (see
+// Metadata.Balance).
+func (g *MetaGroup) Balance(drain []uint64) []*pb.ReassignPartitions {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Balance(drain)
 }
 
 // Voters are the metadata group's voters as applied here.

@@ -270,6 +270,18 @@ func (s *Service) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) (*p
 	return &pb.RemoveNodeResponse{}, nil
 }
 
+func (s *Service) Rebalance(ctx context.Context, req *pb.RebalanceRequest) (*pb.RebalanceResponse, error) {
+	moves, err := s.b.Rebalance(req.Drain)
+	resp := &pb.RebalanceResponse{}
+	for _, m := range moves {
+		resp.Moves = append(resp.Moves, &pb.PartitionMove{Topic: m.Topic, Partition: m.Partition, From: m.From, To: m.To})
+	}
+	if err != nil {
+		return resp, toStatus(err)
+	}
+	return resp, nil
+}
+
 func (s *Service) DescribeCluster(ctx context.Context, req *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
 	st := s.b.DescribeCluster()
 	resp := &pb.DescribeClusterResponse{NodeId: st.NodeID, MetadataLeader: st.MetadataLeader}
@@ -277,7 +289,7 @@ func (s *Service) DescribeCluster(ctx context.Context, req *pb.DescribeClusterRe
 		resp.Nodes = append(resp.Nodes, &pb.ClusterNode{Id: n.ID, GrpcAddress: n.GRPCAddr, HttpAddress: n.HTTPAddr})
 	}
 	for _, p := range st.Partitions {
-		cp := &pb.ClusterPartition{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, Replicas: p.Replicas, HighWatermark: p.HighWatermark}
+		cp := &pb.ClusterPartition{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, Replicas: p.Replicas, HighWatermark: p.HighWatermark, Target: p.Target}
 		for _, id := range p.Replicas {
 			if lag, ok := p.Lag[id]; ok {
 				cp.Progress = append(cp.Progress, &pb.ReplicaProgress{Node: id, LagEntries: lag})

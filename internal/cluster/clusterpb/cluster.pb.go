@@ -38,6 +38,8 @@ type Command struct {
 	//	*Command_DeregisterNode
 	//	*Command_AddMember
 	//	*Command_RemoveMember
+	//	*Command_ReassignPartitions
+	//	*Command_CompleteReassignment
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -159,6 +161,24 @@ func (x *Command) GetRemoveMember() *RemoveMember {
 	return nil
 }
 
+func (x *Command) GetReassignPartitions() *ReassignPartitions {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ReassignPartitions); ok {
+			return x.ReassignPartitions
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCompleteReassignment() *CompleteReassignment {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_CompleteReassignment); ok {
+			return x.CompleteReassignment
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -200,6 +220,16 @@ type Command_RemoveMember struct {
 	RemoveMember *RemoveMember `protobuf:"bytes,9,opt,name=remove_member,json=removeMember,proto3,oneof"`
 }
 
+type Command_ReassignPartitions struct {
+	// Replica moves: a target replica set for a partition, then, once its
+	// Raft group has exactly those voters, the move is complete.
+	ReassignPartitions *ReassignPartitions `protobuf:"bytes,10,opt,name=reassign_partitions,json=reassignPartitions,proto3,oneof"`
+}
+
+type Command_CompleteReassignment struct {
+	CompleteReassignment *CompleteReassignment `protobuf:"bytes,11,opt,name=complete_reassignment,json=completeReassignment,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
@@ -216,6 +246,175 @@ func (*Command_AddMember) isCommand_Kind() {}
 
 func (*Command_RemoveMember) isCommand_Kind() {}
 
+func (*Command_ReassignPartitions) isCommand_Kind() {}
+
+func (*Command_CompleteReassignment) isCommand_Kind() {}
+
+type Reassignment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Target        []uint64               `protobuf:"varint,3,rep,packed,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reassignment) Reset() {
+	*x = Reassignment{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reassignment) ProtoMessage() {}
+
+func (x *Reassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reassignment.ProtoReflect.Descriptor instead.
+func (*Reassignment) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Reassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *Reassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Reassignment) GetTarget() []uint64 {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+type ReassignPartitions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moves         []*Reassignment        `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignPartitions) Reset() {
+	*x = ReassignPartitions{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignPartitions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignPartitions) ProtoMessage() {}
+
+func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignPartitions.ProtoReflect.Descriptor instead.
+func (*ReassignPartitions) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReassignPartitions) GetMoves() []*Reassignment {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+type CompleteReassignment struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The voters the partition's group has now (== its target).
+	Replicas      []uint64 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteReassignment) Reset() {
+	*x = CompleteReassignment{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteReassignment) ProtoMessage() {}
+
+func (x *CompleteReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteReassignment.ProtoReflect.Descriptor instead.
+func (*CompleteReassignment) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CompleteReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CompleteReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *CompleteReassignment) GetReplicas() []uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 type DeregisterNode struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -225,7 +424,7 @@ type DeregisterNode struct {
 
 func (x *DeregisterNode) Reset() {
 	*x = DeregisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +436,7 @@ func (x *DeregisterNode) String() string {
 func (*DeregisterNode) ProtoMessage() {}
 
 func (x *DeregisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +449,7 @@ func (x *DeregisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterNode.ProtoReflect.Descriptor instead.
 func (*DeregisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{1}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeregisterNode) GetId() uint64 {
@@ -270,7 +469,7 @@ type AddMember struct {
 
 func (x *AddMember) Reset() {
 	*x = AddMember{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +481,7 @@ func (x *AddMember) String() string {
 func (*AddMember) ProtoMessage() {}
 
 func (x *AddMember) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +494,7 @@ func (x *AddMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMember.ProtoReflect.Descriptor instead.
 func (*AddMember) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{2}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddMember) GetId() uint64 {
@@ -321,7 +520,7 @@ type RemoveMember struct {
 
 func (x *RemoveMember) Reset() {
 	*x = RemoveMember{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +532,7 @@ func (x *RemoveMember) String() string {
 func (*RemoveMember) ProtoMessage() {}
 
 func (x *RemoveMember) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +545,7 @@ func (x *RemoveMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMember.ProtoReflect.Descriptor instead.
 func (*RemoveMember) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{3}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RemoveMember) GetId() uint64 {
@@ -372,7 +571,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +583,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +596,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{4}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TopicConfig) GetPartitions() int32 {
@@ -460,7 +659,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +671,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +684,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -511,7 +710,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +722,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +735,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -558,7 +757,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +769,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +782,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegisterNode) GetId() uint64 {
@@ -626,7 +825,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +837,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +850,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -679,7 +878,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +890,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +903,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -736,7 +935,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +947,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +960,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 // Snapshot is the whole metadata state, for a node that joins late.
@@ -776,7 +975,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +987,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +1000,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{11}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -836,7 +1035,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1047,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1060,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{12}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TopicState) GetName() string {
@@ -888,14 +1087,16 @@ func (x *TopicState) GetPartitions() []*PartitionState {
 type PartitionState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Voters of the partition's Raft group; the first is the preferred leader.
-	Replicas      []uint64 `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas []uint64 `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// While a move is under way: the replica set it moves to.
+	Target        []uint64 `protobuf:"varint,2,rep,packed,name=target,proto3" json:"target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1108,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1121,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{13}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -930,11 +1131,18 @@ func (x *PartitionState) GetReplicas() []uint64 {
 	return nil
 }
 
+func (x *PartitionState) GetTarget() []uint64 {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
 var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\x93\x05\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xdf\x06\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
@@ -945,8 +1153,21 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x0fderegister_node\x18\a \x01(\v2*.hermes.internal.cluster.v1.DeregisterNodeH\x00R\x0ederegisterNode\x12F\n" +
 	"\n" +
 	"add_member\x18\b \x01(\v2%.hermes.internal.cluster.v1.AddMemberH\x00R\taddMember\x12O\n" +
-	"\rremove_member\x18\t \x01(\v2(.hermes.internal.cluster.v1.RemoveMemberH\x00R\fremoveMemberB\x06\n" +
-	"\x04kind\" \n" +
+	"\rremove_member\x18\t \x01(\v2(.hermes.internal.cluster.v1.RemoveMemberH\x00R\fremoveMember\x12a\n" +
+	"\x13reassign_partitions\x18\n" +
+	" \x01(\v2..hermes.internal.cluster.v1.ReassignPartitionsH\x00R\x12reassignPartitions\x12g\n" +
+	"\x15complete_reassignment\x18\v \x01(\v20.hermes.internal.cluster.v1.CompleteReassignmentH\x00R\x14completeReassignmentB\x06\n" +
+	"\x04kind\"Z\n" +
+	"\fReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06target\x18\x03 \x03(\x04R\x06target\"T\n" +
+	"\x12ReassignPartitions\x12>\n" +
+	"\x05moves\x18\x01 \x03(\v2(.hermes.internal.cluster.v1.ReassignmentR\x05moves\"f\n" +
+	"\x14CompleteReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x04R\breplicas\" \n" +
 	"\x0eDeregisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\"8\n" +
 	"\tAddMember\x12\x0e\n" +
@@ -992,9 +1213,10 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x06config\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\x12J\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2*.hermes.internal.cluster.v1.PartitionStateR\n" +
-	"partitions\",\n" +
+	"partitions\"D\n" +
 	"\x0ePartitionState\x12\x1a\n" +
-	"\breplicas\x18\x01 \x03(\x04R\breplicasB8Z6github.com/hermes-mq/hermes/internal/cluster/clusterpbb\x06proto3"
+	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x16\n" +
+	"\x06target\x18\x02 \x03(\x04R\x06targetB8Z6github.com/hermes-mq/hermes/internal/cluster/clusterpbb\x06proto3"
 
 var (
 	file_internal_cluster_clusterpb_cluster_proto_rawDescOnce sync.Once
@@ -1008,44 +1230,50 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
-	(*Command)(nil),        // 0: hermes.internal.cluster.v1.Command
-	(*DeregisterNode)(nil), // 1: hermes.internal.cluster.v1.DeregisterNode
-	(*AddMember)(nil),      // 2: hermes.internal.cluster.v1.AddMember
-	(*RemoveMember)(nil),   // 3: hermes.internal.cluster.v1.RemoveMember
-	(*TopicConfig)(nil),    // 4: hermes.internal.cluster.v1.TopicConfig
-	(*CreateTopic)(nil),    // 5: hermes.internal.cluster.v1.CreateTopic
-	(*DeleteTopic)(nil),    // 6: hermes.internal.cluster.v1.DeleteTopic
-	(*RegisterNode)(nil),   // 7: hermes.internal.cluster.v1.RegisterNode
-	(*CommitOffsets)(nil),  // 8: hermes.internal.cluster.v1.CommitOffsets
-	(*GroupOffset)(nil),    // 9: hermes.internal.cluster.v1.GroupOffset
-	(*Barrier)(nil),        // 10: hermes.internal.cluster.v1.Barrier
-	(*Snapshot)(nil),       // 11: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),     // 12: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil), // 13: hermes.internal.cluster.v1.PartitionState
+	(*Command)(nil),              // 0: hermes.internal.cluster.v1.Command
+	(*Reassignment)(nil),         // 1: hermes.internal.cluster.v1.Reassignment
+	(*ReassignPartitions)(nil),   // 2: hermes.internal.cluster.v1.ReassignPartitions
+	(*CompleteReassignment)(nil), // 3: hermes.internal.cluster.v1.CompleteReassignment
+	(*DeregisterNode)(nil),       // 4: hermes.internal.cluster.v1.DeregisterNode
+	(*AddMember)(nil),            // 5: hermes.internal.cluster.v1.AddMember
+	(*RemoveMember)(nil),         // 6: hermes.internal.cluster.v1.RemoveMember
+	(*TopicConfig)(nil),          // 7: hermes.internal.cluster.v1.TopicConfig
+	(*CreateTopic)(nil),          // 8: hermes.internal.cluster.v1.CreateTopic
+	(*DeleteTopic)(nil),          // 9: hermes.internal.cluster.v1.DeleteTopic
+	(*RegisterNode)(nil),         // 10: hermes.internal.cluster.v1.RegisterNode
+	(*CommitOffsets)(nil),        // 11: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),          // 12: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),              // 13: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),             // 14: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),           // 15: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil),       // 16: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
-	5,  // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
-	6,  // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	7,  // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	8,  // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	10, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
-	1,  // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
-	2,  // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
-	3,  // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
-	4,  // 8: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	9,  // 9: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
-	7,  // 10: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	12, // 11: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	8,  // 12: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	4,  // 13: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	13, // 14: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	8,  // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
+	9,  // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
+	10, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	11, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	13, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	4,  // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
+	5,  // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
+	6,  // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
+	2,  // 8: hermes.internal.cluster.v1.Command.reassign_partitions:type_name -> hermes.internal.cluster.v1.ReassignPartitions
+	3,  // 9: hermes.internal.cluster.v1.Command.complete_reassignment:type_name -> hermes.internal.cluster.v1.CompleteReassignment
+	1,  // 10: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
+	7,  // 11: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	12, // 12: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	10, // 13: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	15, // 14: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	11, // 15: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	7,  // 16: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	16, // 17: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -1062,6 +1290,8 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_DeregisterNode)(nil),
 		(*Command_AddMember)(nil),
 		(*Command_RemoveMember)(nil),
+		(*Command_ReassignPartitions)(nil),
+		(*Command_CompleteReassignment)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1069,7 +1299,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

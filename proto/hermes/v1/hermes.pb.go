@@ -235,6 +235,162 @@ func (AckMode) EnumDescriptor() ([]byte, []int) {
 	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
 }
 
+type RebalanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Drain         []uint64               `protobuf:"varint,1,rep,packed,name=drain,proto3" json:"drain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RebalanceRequest) GetDrain() []uint64 {
+	if x != nil {
+		return x.Drain
+	}
+	return nil
+}
+
+type PartitionMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          []uint64               `protobuf:"varint,3,rep,packed,name=from,proto3" json:"from,omitempty"`
+	To            []uint64               `protobuf:"varint,4,rep,packed,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionMove) Reset() {
+	*x = PartitionMove{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionMove) ProtoMessage() {}
+
+func (x *PartitionMove) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionMove.ProtoReflect.Descriptor instead.
+func (*PartitionMove) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PartitionMove) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionMove) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionMove) GetFrom() []uint64 {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *PartitionMove) GetTo() []uint64 {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type RebalanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moves         []*PartitionMove       `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RebalanceResponse) GetMoves() []*PartitionMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
 type AddNodeRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -246,7 +402,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +414,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +427,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{0}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -296,7 +452,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +464,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +477,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{1}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{4}
 }
 
 type RemoveNodeRequest struct {
@@ -333,7 +489,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +501,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +514,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -376,7 +532,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +544,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +557,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{3}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{6}
 }
 
 // ErrorInfo describes a failure. Retriable errors may succeed if sent again
@@ -421,7 +577,7 @@ type ErrorInfo struct {
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +589,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +602,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{4}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ErrorInfo) GetCode() ErrorCode {
@@ -494,7 +650,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +662,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +675,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{5}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Header) GetKey() string {
@@ -561,7 +717,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +729,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +742,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{6}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Record) GetOffset() int64 {
@@ -663,7 +819,7 @@ type RecordBatch struct {
 
 func (x *RecordBatch) Reset() {
 	*x = RecordBatch{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +831,7 @@ func (x *RecordBatch) String() string {
 func (*RecordBatch) ProtoMessage() {}
 
 func (x *RecordBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +844,7 @@ func (x *RecordBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatch.ProtoReflect.Descriptor instead.
 func (*RecordBatch) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{7}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RecordBatch) GetPartition() int32 {
@@ -728,7 +884,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +896,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +909,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{8}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TopicConfig) GetPartitions() int32 {
@@ -823,7 +979,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +991,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +1004,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{9}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionInfo) GetPartition() int32 {
@@ -904,7 +1060,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1072,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1085,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{10}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -965,7 +1121,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1133,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1146,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{11}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1023,7 +1179,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1191,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1204,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{12}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -1067,7 +1223,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1235,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1248,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{13}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1110,7 +1266,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1278,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1291,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{14}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{17}
 }
 
 type ListTopicsRequest struct {
@@ -1146,7 +1302,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1314,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1327,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{15}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{18}
 }
 
 type ListTopicsResponse struct {
@@ -1183,7 +1339,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1351,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1364,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{16}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -1227,7 +1383,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1395,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1408,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{17}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -1271,7 +1427,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1439,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1452,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{18}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -1325,7 +1481,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1493,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1506,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{19}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishRequest) GetRequestId() uint64 {
@@ -1406,7 +1562,7 @@ type RecordAck struct {
 
 func (x *RecordAck) Reset() {
 	*x = RecordAck{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1574,7 @@ func (x *RecordAck) String() string {
 func (*RecordAck) ProtoMessage() {}
 
 func (x *RecordAck) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1587,7 @@ func (x *RecordAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAck.ProtoReflect.Descriptor instead.
 func (*RecordAck) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{20}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecordAck) GetPartition() int32 {
@@ -1469,7 +1625,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1637,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1650,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{21}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishResponse) GetRequestId() uint64 {
@@ -1568,7 +1724,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1736,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1749,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{22}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -1659,7 +1815,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1827,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1840,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{23}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FetchResponse) GetRecords() []*Record {
@@ -1739,7 +1895,7 @@ type StartPosition struct {
 
 func (x *StartPosition) Reset() {
 	*x = StartPosition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1907,7 @@ func (x *StartPosition) String() string {
 func (*StartPosition) ProtoMessage() {}
 
 func (x *StartPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1920,7 @@ func (x *StartPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPosition.ProtoReflect.Descriptor instead.
 func (*StartPosition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{24}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StartPosition) GetPosition() isStartPosition_Position {
@@ -1871,7 +2027,7 @@ type SubscribeOptions struct {
 
 func (x *SubscribeOptions) Reset() {
 	*x = SubscribeOptions{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2039,7 @@ func (x *SubscribeOptions) String() string {
 func (*SubscribeOptions) ProtoMessage() {}
 
 func (x *SubscribeOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2052,7 @@ func (x *SubscribeOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeOptions.ProtoReflect.Descriptor instead.
 func (*SubscribeOptions) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{25}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubscribeOptions) GetTopic() string {
@@ -2016,7 +2172,7 @@ type Credit struct {
 
 func (x *Credit) Reset() {
 	*x = Credit{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2184,7 @@ func (x *Credit) String() string {
 func (*Credit) ProtoMessage() {}
 
 func (x *Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2197,7 @@ func (x *Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credit.ProtoReflect.Descriptor instead.
 func (*Credit) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{26}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Credit) GetRecords() int32 {
@@ -2069,7 +2225,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2237,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2250,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{27}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -2127,7 +2283,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2295,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2308,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{28}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AckRequest) GetRecords() []*PartitionOffset {
@@ -2171,7 +2327,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2339,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2352,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{29}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NackRequest) GetRecords() []*PartitionOffset {
@@ -2215,7 +2371,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2383,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2396,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{30}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CommitRequest) GetOffsets() []*PartitionOffset {
@@ -2258,7 +2414,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2426,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2439,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{31}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{34}
 }
 
 type SubscribeRequest struct {
@@ -2303,7 +2459,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2471,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2484,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{32}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SubscribeRequest) GetKind() isSubscribeRequest_Kind {
@@ -2442,7 +2598,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2610,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2623,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{33}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Subscribed) GetMemberId() string {
@@ -2496,7 +2652,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2664,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2677,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{34}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Assignment) GetTopic() string {
@@ -2558,7 +2714,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2570,7 +2726,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2583,7 +2739,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{35}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Deliveries) GetRecords() []*Record {
@@ -2617,7 +2773,7 @@ type CommitResult struct {
 
 func (x *CommitResult) Reset() {
 	*x = CommitResult{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2785,7 @@ func (x *CommitResult) String() string {
 func (*CommitResult) ProtoMessage() {}
 
 func (x *CommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2798,7 @@ func (x *CommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResult.ProtoReflect.Descriptor instead.
 func (*CommitResult) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{36}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CommitResult) GetOffsets() []*PartitionOffset {
@@ -2675,7 +2831,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2843,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2856,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{37}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
@@ -2804,7 +2960,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2972,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2985,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{38}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -2861,7 +3017,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +3029,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +3042,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{39}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{42}
 }
 
 type ListGroupsRequest struct {
@@ -2897,7 +3053,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3065,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3078,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{40}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{43}
 }
 
 type GroupSummary struct {
@@ -2936,7 +3092,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3104,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3117,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{41}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -2994,7 +3150,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3162,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3175,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{42}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -3038,7 +3194,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3206,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3219,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{43}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -3085,7 +3241,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3253,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3266,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{44}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3157,7 +3313,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3325,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3338,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{45}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -3246,7 +3402,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3414,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3427,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{46}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -3310,7 +3466,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3478,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3491,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{47}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{50}
 }
 
 type HealthResponse struct {
@@ -3349,7 +3505,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3361,7 +3517,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3374,7 +3530,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{48}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HealthResponse) GetStatus() string {
@@ -3406,7 +3562,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3418,7 +3574,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3431,7 +3587,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{49}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{52}
 }
 
 type ClusterNode struct {
@@ -3445,7 +3601,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3613,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3626,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{50}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClusterNode) GetId() uint64 {
@@ -3505,7 +3661,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3517,7 +3673,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3530,7 +3686,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{51}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReplicaProgress) GetNode() uint64 {
@@ -3557,13 +3713,15 @@ type ClusterPartition struct {
 	// Filled in only by the partition's leader.
 	Progress      []*ReplicaProgress `protobuf:"bytes,5,rep,name=progress,proto3" json:"progress,omitempty"`
 	HighWatermark int64              `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	// While the partition's replicas move (Rebalance): where they go.
+	Target        []uint64 `protobuf:"varint,7,rep,packed,name=target,proto3" json:"target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +3733,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +3746,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{52}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -3633,6 +3791,13 @@ func (x *ClusterPartition) GetHighWatermark() int64 {
 	return 0
 }
 
+func (x *ClusterPartition) GetTarget() []uint64 {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
 type DescribeClusterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0 on a single node (no cluster).
@@ -3646,7 +3811,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +3823,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +3836,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{53}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DescribeClusterResponse) GetNodeId() uint64 {
@@ -3706,7 +3871,16 @@ var File_proto_hermes_v1_hermes_proto protoreflect.FileDescriptor
 
 const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\n" +
-	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"L\n" +
+	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"(\n" +
+	"\x10RebalanceRequest\x12\x14\n" +
+	"\x05drain\x18\x01 \x03(\x04R\x05drain\"g\n" +
+	"\rPartitionMove\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
+	"\x04from\x18\x03 \x03(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x03(\x04R\x02to\"C\n" +
+	"\x11RebalanceResponse\x12.\n" +
+	"\x05moves\x18\x01 \x03(\v2\x18.hermes.v1.PartitionMoveR\x05moves\"L\n" +
 	"\x0eAddNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\"\x11\n" +
@@ -3952,14 +4126,15 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x0fReplicaProgress\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\x04R\x04node\x12\x1f\n" +
 	"\vlag_entries\x18\x02 \x01(\x04R\n" +
-	"lagEntries\"\xd9\x01\n" +
+	"lagEntries\"\xf1\x01\n" +
 	"\x10ClusterPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\x04R\x06leader\x12\x1a\n" +
 	"\breplicas\x18\x04 \x03(\x04R\breplicas\x126\n" +
 	"\bprogress\x18\x05 \x03(\v2\x1a.hermes.v1.ReplicaProgressR\bprogress\x12%\n" +
-	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\"\xc6\x01\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12\x16\n" +
+	"\x06target\x18\a \x03(\x04R\x06target\"\xc6\x01\n" +
 	"\x17DescribeClusterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12'\n" +
 	"\x0fmetadata_leader\x18\x02 \x01(\x04R\x0emetadataLeader\x12,\n" +
@@ -3993,7 +4168,7 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x18\n" +
-	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xf2\b\n" +
+	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xba\t\n" +
 	"\x06Hermes\x12L\n" +
 	"\vCreateTopic\x12\x1d.hermes.v1.CreateTopicRequest\x1a\x1e.hermes.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.hermes.v1.DeleteTopicRequest\x1a\x1e.hermes.v1.DeleteTopicResponse\x12I\n" +
@@ -4012,7 +4187,8 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x0fDescribeCluster\x12!.hermes.v1.DescribeClusterRequest\x1a\".hermes.v1.DescribeClusterResponse\x12@\n" +
 	"\aAddNode\x12\x19.hermes.v1.AddNodeRequest\x1a\x1a.hermes.v1.AddNodeResponse\x12I\n" +
 	"\n" +
-	"RemoveNode\x12\x1c.hermes.v1.RemoveNodeRequest\x1a\x1d.hermes.v1.RemoveNodeResponseB6Z4github.com/hermes-mq/hermes/proto/hermes/v1;hermesv1b\x06proto3"
+	"RemoveNode\x12\x1c.hermes.v1.RemoveNodeRequest\x1a\x1d.hermes.v1.RemoveNodeResponse\x12F\n" +
+	"\tRebalance\x12\x1b.hermes.v1.RebalanceRequest\x1a\x1c.hermes.v1.RebalanceResponseB6Z4github.com/hermes-mq/hermes/proto/hermes/v1;hermesv1b\x06proto3"
 
 var (
 	file_proto_hermes_v1_hermes_proto_rawDescOnce sync.Once
@@ -4027,146 +4203,152 @@ func file_proto_hermes_v1_hermes_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_hermes_v1_hermes_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_proto_hermes_v1_hermes_proto_goTypes = []any{
 	(DeliveryMode)(0),               // 0: hermes.v1.DeliveryMode
 	(ErrorCode)(0),                  // 1: hermes.v1.ErrorCode
 	(AckMode)(0),                    // 2: hermes.v1.AckMode
-	(*AddNodeRequest)(nil),          // 3: hermes.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),         // 4: hermes.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),       // 5: hermes.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),      // 6: hermes.v1.RemoveNodeResponse
-	(*ErrorInfo)(nil),               // 7: hermes.v1.ErrorInfo
-	(*Header)(nil),                  // 8: hermes.v1.Header
-	(*Record)(nil),                  // 9: hermes.v1.Record
-	(*RecordBatch)(nil),             // 10: hermes.v1.RecordBatch
-	(*TopicConfig)(nil),             // 11: hermes.v1.TopicConfig
-	(*PartitionInfo)(nil),           // 12: hermes.v1.PartitionInfo
-	(*TopicInfo)(nil),               // 13: hermes.v1.TopicInfo
-	(*CreateTopicRequest)(nil),      // 14: hermes.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),     // 15: hermes.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),      // 16: hermes.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),     // 17: hermes.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),       // 18: hermes.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),      // 19: hermes.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),    // 20: hermes.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),   // 21: hermes.v1.DescribeTopicResponse
-	(*PublishRequest)(nil),          // 22: hermes.v1.PublishRequest
-	(*RecordAck)(nil),               // 23: hermes.v1.RecordAck
-	(*PublishResponse)(nil),         // 24: hermes.v1.PublishResponse
-	(*FetchRequest)(nil),            // 25: hermes.v1.FetchRequest
-	(*FetchResponse)(nil),           // 26: hermes.v1.FetchResponse
-	(*StartPosition)(nil),           // 27: hermes.v1.StartPosition
-	(*SubscribeOptions)(nil),        // 28: hermes.v1.SubscribeOptions
-	(*Credit)(nil),                  // 29: hermes.v1.Credit
-	(*PartitionOffset)(nil),         // 30: hermes.v1.PartitionOffset
-	(*AckRequest)(nil),              // 31: hermes.v1.AckRequest
-	(*NackRequest)(nil),             // 32: hermes.v1.NackRequest
-	(*CommitRequest)(nil),           // 33: hermes.v1.CommitRequest
-	(*Heartbeat)(nil),               // 34: hermes.v1.Heartbeat
-	(*SubscribeRequest)(nil),        // 35: hermes.v1.SubscribeRequest
-	(*Subscribed)(nil),              // 36: hermes.v1.Subscribed
-	(*Assignment)(nil),              // 37: hermes.v1.Assignment
-	(*Deliveries)(nil),              // 38: hermes.v1.Deliveries
-	(*CommitResult)(nil),            // 39: hermes.v1.CommitResult
-	(*SubscribeResponse)(nil),       // 40: hermes.v1.SubscribeResponse
-	(*CommitOffsetsRequest)(nil),    // 41: hermes.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),   // 42: hermes.v1.CommitOffsetsResponse
-	(*ListGroupsRequest)(nil),       // 43: hermes.v1.ListGroupsRequest
-	(*GroupSummary)(nil),            // 44: hermes.v1.GroupSummary
-	(*ListGroupsResponse)(nil),      // 45: hermes.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),    // 46: hermes.v1.DescribeGroupRequest
-	(*GroupMember)(nil),             // 47: hermes.v1.GroupMember
-	(*GroupPartition)(nil),          // 48: hermes.v1.GroupPartition
-	(*DescribeGroupResponse)(nil),   // 49: hermes.v1.DescribeGroupResponse
-	(*HealthRequest)(nil),           // 50: hermes.v1.HealthRequest
-	(*HealthResponse)(nil),          // 51: hermes.v1.HealthResponse
-	(*DescribeClusterRequest)(nil),  // 52: hermes.v1.DescribeClusterRequest
-	(*ClusterNode)(nil),             // 53: hermes.v1.ClusterNode
-	(*ReplicaProgress)(nil),         // 54: hermes.v1.ReplicaProgress
-	(*ClusterPartition)(nil),        // 55: hermes.v1.ClusterPartition
-	(*DescribeClusterResponse)(nil), // 56: hermes.v1.DescribeClusterResponse
+	(*RebalanceRequest)(nil),        // 3: hermes.v1.RebalanceRequest
+	(*PartitionMove)(nil),           // 4: hermes.v1.PartitionMove
+	(*RebalanceResponse)(nil),       // 5: hermes.v1.RebalanceResponse
+	(*AddNodeRequest)(nil),          // 6: hermes.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),         // 7: hermes.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),       // 8: hermes.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),      // 9: hermes.v1.RemoveNodeResponse
+	(*ErrorInfo)(nil),               // 10: hermes.v1.ErrorInfo
+	(*Header)(nil),                  // 11: hermes.v1.Header
+	(*Record)(nil),                  // 12: hermes.v1.Record
+	(*RecordBatch)(nil),             // 13: hermes.v1.RecordBatch
+	(*TopicConfig)(nil),             // 14: hermes.v1.TopicConfig
+	(*PartitionInfo)(nil),           // 15: hermes.v1.PartitionInfo
+	(*TopicInfo)(nil),               // 16: hermes.v1.TopicInfo
+	(*CreateTopicRequest)(nil),      // 17: hermes.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),     // 18: hermes.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),      // 19: hermes.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),     // 20: hermes.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),       // 21: hermes.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),      // 22: hermes.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),    // 23: hermes.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),   // 24: hermes.v1.DescribeTopicResponse
+	(*PublishRequest)(nil),          // 25: hermes.v1.PublishRequest
+	(*RecordAck)(nil),               // 26: hermes.v1.RecordAck
+	(*PublishResponse)(nil),         // 27: hermes.v1.PublishResponse
+	(*FetchRequest)(nil),            // 28: hermes.v1.FetchRequest
+	(*FetchResponse)(nil),           // 29: hermes.v1.FetchResponse
+	(*StartPosition)(nil),           // 30: hermes.v1.StartPosition
+	(*SubscribeOptions)(nil),        // 31: hermes.v1.SubscribeOptions
+	(*Credit)(nil),                  // 32: hermes.v1.Credit
+	(*PartitionOffset)(nil),         // 33: hermes.v1.PartitionOffset
+	(*AckRequest)(nil),              // 34: hermes.v1.AckRequest
+	(*NackRequest)(nil),             // 35: hermes.v1.NackRequest
+	(*CommitRequest)(nil),           // 36: hermes.v1.CommitRequest
+	(*Heartbeat)(nil),               // 37: hermes.v1.Heartbeat
+	(*SubscribeRequest)(nil),        // 38: hermes.v1.SubscribeRequest
+	(*Subscribed)(nil),              // 39: hermes.v1.Subscribed
+	(*Assignment)(nil),              // 40: hermes.v1.Assignment
+	(*Deliveries)(nil),              // 41: hermes.v1.Deliveries
+	(*CommitResult)(nil),            // 42: hermes.v1.CommitResult
+	(*SubscribeResponse)(nil),       // 43: hermes.v1.SubscribeResponse
+	(*CommitOffsetsRequest)(nil),    // 44: hermes.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),   // 45: hermes.v1.CommitOffsetsResponse
+	(*ListGroupsRequest)(nil),       // 46: hermes.v1.ListGroupsRequest
+	(*GroupSummary)(nil),            // 47: hermes.v1.GroupSummary
+	(*ListGroupsResponse)(nil),      // 48: hermes.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),    // 49: hermes.v1.DescribeGroupRequest
+	(*GroupMember)(nil),             // 50: hermes.v1.GroupMember
+	(*GroupPartition)(nil),          // 51: hermes.v1.GroupPartition
+	(*DescribeGroupResponse)(nil),   // 52: hermes.v1.DescribeGroupResponse
+	(*HealthRequest)(nil),           // 53: hermes.v1.HealthRequest
+	(*HealthResponse)(nil),          // 54: hermes.v1.HealthResponse
+	(*DescribeClusterRequest)(nil),  // 55: hermes.v1.DescribeClusterRequest
+	(*ClusterNode)(nil),             // 56: hermes.v1.ClusterNode
+	(*ReplicaProgress)(nil),         // 57: hermes.v1.ReplicaProgress
+	(*ClusterPartition)(nil),        // 58: hermes.v1.ClusterPartition
+	(*DescribeClusterResponse)(nil), // 59: hermes.v1.DescribeClusterResponse
 }
 var file_proto_hermes_v1_hermes_proto_depIdxs = []int32{
-	1,  // 0: hermes.v1.ErrorInfo.code:type_name -> hermes.v1.ErrorCode
-	8,  // 1: hermes.v1.Record.headers:type_name -> hermes.v1.Header
-	0,  // 2: hermes.v1.Record.mode:type_name -> hermes.v1.DeliveryMode
-	0,  // 3: hermes.v1.TopicConfig.default_mode:type_name -> hermes.v1.DeliveryMode
-	11, // 4: hermes.v1.TopicInfo.config:type_name -> hermes.v1.TopicConfig
-	12, // 5: hermes.v1.TopicInfo.partitions:type_name -> hermes.v1.PartitionInfo
-	11, // 6: hermes.v1.CreateTopicRequest.config:type_name -> hermes.v1.TopicConfig
-	13, // 7: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	13, // 8: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
-	13, // 9: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	0,  // 10: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
-	9,  // 11: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
-	23, // 12: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
-	0,  // 13: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
-	7,  // 14: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
-	9,  // 15: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
-	10, // 16: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
-	27, // 17: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
-	2,  // 18: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
-	30, // 19: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
-	30, // 20: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
-	30, // 21: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	28, // 22: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
-	29, // 23: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
-	31, // 24: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
-	32, // 25: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
-	33, // 26: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
-	34, // 27: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
-	9,  // 28: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
-	10, // 29: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
-	30, // 30: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
-	7,  // 31: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
-	36, // 32: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
-	37, // 33: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
-	38, // 34: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
-	39, // 35: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
-	7,  // 36: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
-	30, // 37: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	44, // 38: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
-	47, // 39: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
-	48, // 40: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
-	54, // 41: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
-	53, // 42: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
-	55, // 43: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
-	14, // 44: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
-	16, // 45: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
-	18, // 46: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
-	20, // 47: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
-	22, // 48: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
-	22, // 49: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
-	25, // 50: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
-	35, // 51: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
-	41, // 52: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
-	43, // 53: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
-	46, // 54: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
-	50, // 55: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
-	52, // 56: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
-	3,  // 57: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
-	5,  // 58: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
-	15, // 59: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
-	17, // 60: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
-	19, // 61: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
-	21, // 62: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
-	24, // 63: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
-	24, // 64: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
-	26, // 65: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
-	40, // 66: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
-	42, // 67: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
-	45, // 68: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
-	49, // 69: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
-	51, // 70: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
-	56, // 71: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
-	4,  // 72: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
-	6,  // 73: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
-	59, // [59:74] is the sub-list for method output_type
-	44, // [44:59] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	4,  // 0: hermes.v1.RebalanceResponse.moves:type_name -> hermes.v1.PartitionMove
+	1,  // 1: hermes.v1.ErrorInfo.code:type_name -> hermes.v1.ErrorCode
+	11, // 2: hermes.v1.Record.headers:type_name -> hermes.v1.Header
+	0,  // 3: hermes.v1.Record.mode:type_name -> hermes.v1.DeliveryMode
+	0,  // 4: hermes.v1.TopicConfig.default_mode:type_name -> hermes.v1.DeliveryMode
+	14, // 5: hermes.v1.TopicInfo.config:type_name -> hermes.v1.TopicConfig
+	15, // 6: hermes.v1.TopicInfo.partitions:type_name -> hermes.v1.PartitionInfo
+	14, // 7: hermes.v1.CreateTopicRequest.config:type_name -> hermes.v1.TopicConfig
+	16, // 8: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	16, // 9: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
+	16, // 10: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	0,  // 11: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
+	12, // 12: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
+	26, // 13: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
+	0,  // 14: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
+	10, // 15: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
+	12, // 16: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
+	13, // 17: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
+	30, // 18: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
+	2,  // 19: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
+	33, // 20: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
+	33, // 21: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
+	33, // 22: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	31, // 23: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
+	32, // 24: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
+	34, // 25: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
+	35, // 26: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
+	36, // 27: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
+	37, // 28: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
+	12, // 29: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
+	13, // 30: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
+	33, // 31: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
+	10, // 32: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
+	39, // 33: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
+	40, // 34: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
+	41, // 35: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
+	42, // 36: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
+	10, // 37: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
+	33, // 38: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	47, // 39: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
+	50, // 40: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
+	51, // 41: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
+	57, // 42: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
+	56, // 43: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
+	58, // 44: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
+	17, // 45: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
+	19, // 46: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
+	21, // 47: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
+	23, // 48: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
+	25, // 49: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
+	25, // 50: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
+	28, // 51: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
+	38, // 52: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
+	44, // 53: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
+	46, // 54: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
+	49, // 55: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
+	53, // 56: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
+	55, // 57: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
+	6,  // 58: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
+	8,  // 59: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
+	3,  // 60: hermes.v1.Hermes.Rebalance:input_type -> hermes.v1.RebalanceRequest
+	18, // 61: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
+	20, // 62: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
+	22, // 63: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
+	24, // 64: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
+	27, // 65: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
+	27, // 66: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
+	29, // 67: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
+	43, // 68: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
+	45, // 69: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
+	48, // 70: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
+	52, // 71: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
+	54, // 72: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
+	59, // 73: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
+	7,  // 74: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
+	9,  // 75: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
+	5,  // 76: hermes.v1.Hermes.Rebalance:output_type -> hermes.v1.RebalanceResponse
+	61, // [61:77] is the sub-list for method output_type
+	45, // [45:61] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_proto_hermes_v1_hermes_proto_init() }
@@ -4174,15 +4356,15 @@ func file_proto_hermes_v1_hermes_proto_init() {
 	if File_proto_hermes_v1_hermes_proto != nil {
 		return
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[6].OneofWrappers = []any{}
-	file_proto_hermes_v1_hermes_proto_msgTypes[19].OneofWrappers = []any{}
-	file_proto_hermes_v1_hermes_proto_msgTypes[24].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[9].OneofWrappers = []any{}
+	file_proto_hermes_v1_hermes_proto_msgTypes[22].OneofWrappers = []any{}
+	file_proto_hermes_v1_hermes_proto_msgTypes[27].OneofWrappers = []any{
 		(*StartPosition_Latest)(nil),
 		(*StartPosition_Earliest)(nil),
 		(*StartPosition_Offset)(nil),
 		(*StartPosition_TimestampUnixNano)(nil),
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[32].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[35].OneofWrappers = []any{
 		(*SubscribeRequest_Open)(nil),
 		(*SubscribeRequest_Credit)(nil),
 		(*SubscribeRequest_Ack)(nil),
@@ -4190,7 +4372,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 		(*SubscribeRequest_Commit)(nil),
 		(*SubscribeRequest_Heartbeat)(nil),
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[37].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[40].OneofWrappers = []any{
 		(*SubscribeResponse_Subscribed)(nil),
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Deliveries)(nil),
@@ -4203,7 +4385,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_hermes_v1_hermes_proto_rawDesc), len(file_proto_hermes_v1_hermes_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   54,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

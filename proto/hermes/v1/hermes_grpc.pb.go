@@ -48,6 +48,7 @@ const (
 	Hermes_DescribeCluster_FullMethodName = "/hermes.v1.Hermes/DescribeCluster"
 	Hermes_AddNode_FullMethodName         = "/hermes.v1.Hermes/AddNode"
 	Hermes_RemoveNode_FullMethodName      = "/hermes.v1.Hermes/RemoveNode"
+	Hermes_Rebalance_FullMethodName       = "/hermes.v1.Hermes/Rebalance"
 )
 
 // HermesClient is the client API for Hermes service.
@@ -88,6 +89,11 @@ type HermesClient interface {
 	// RemoveNode takes a node out of the cluster; refused with
 	// INVALID_ARGUMENT while it holds partition replicas.
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// Rebalance moves partition replicas so that every node holds about as
+	// many, and moves every replica off the drained nodes (to remove them
+	// next). It returns the moves started; they go on in the background
+	// (DescribeCluster shows each moving partition's target).
+	Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error)
 }
 
 type hermesClient struct {
@@ -254,6 +260,16 @@ func (c *hermesClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, op
 	return out, nil
 }
 
+func (c *hermesClient) Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebalanceResponse)
+	err := c.cc.Invoke(ctx, Hermes_Rebalance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HermesServer is the server API for Hermes service.
 // All implementations must embed UnimplementedHermesServer
 // for forward compatibility.
@@ -292,6 +308,11 @@ type HermesServer interface {
 	// RemoveNode takes a node out of the cluster; refused with
 	// INVALID_ARGUMENT while it holds partition replicas.
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// Rebalance moves partition replicas so that every node holds about as
+	// many, and moves every replica off the drained nodes (to remove them
+	// next). It returns the moves started; they go on in the background
+	// (DescribeCluster shows each moving partition's target).
+	Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error)
 	mustEmbedUnimplementedHermesServer()
 }
 
@@ -346,6 +367,9 @@ func (UnimplementedHermesServer) AddNode(context.Context, *AddNodeRequest) (*Add
 }
 func (UnimplementedHermesServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedHermesServer) Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Rebalance not implemented")
 }
 func (UnimplementedHermesServer) mustEmbedUnimplementedHermesServer() {}
 func (UnimplementedHermesServer) testEmbeddedByValue()                {}
@@ -616,6 +640,24 @@ func _Hermes_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Hermes_Rebalance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebalanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HermesServer).Rebalance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hermes_Rebalance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HermesServer).Rebalance(ctx, req.(*RebalanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Hermes_ServiceDesc is the grpc.ServiceDesc for Hermes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -674,6 +716,10 @@ var Hermes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveNode",
 			Handler:    _Hermes_RemoveNode_Handler,
+		},
+		{
+			MethodName: "Rebalance",
+			Handler:    _Hermes_Rebalance_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
