@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/client"
 	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -299,4 +302,89 @@ func rawBatches(t *testing.T, c pb.HermesClient, topic string, partition int32) 
 		}
 		off = resp.NextOffset
 	}
+}
+
+// TestClusterReadsWithoutLocalReplica: with one replica per partition,
+// every node lacks most partitions, yet fetches, plain subscriptions and
+// group members on any node get every record: reads are relayed to a node
+// holding the partition.
+func TestClusterReadsWithoutLocalReplica(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "sparse",
+			Config: &pb.TopicConfig{Partitions: 3, ReplicationFactor: 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var all []record.MessageID
+	publish := func(n int) {
+		t.Helper()
+		for p := int32(0); p < 3; p++ {
+			ids := newIDs(n)
+			p := p
+			err := retryUnavailable(t, 20*time.Second, func() error {
+				_, err := cs[int(p+1)%3].Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: "sparse", Partition: &p,
+					Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, 64)})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, ids...)
+		}
+	}
+	start := time.Now()
+	publish(20)
+	t.Logf("published 60 records in %s", time.Since(start).Round(time.Millisecond))
+	// Fetch every partition through every node.
+	for i, c := range cs {
+		for p := int32(0); p < 3; p++ {
+			if got := readAll(t, c, "sparse", p); len(got) != 20 {
+				t.Fatalf("node %d fetched %d records of sparse/%d, want 20", i+1, len(got), p)
+			}
+		}
+	}
+	// A plain subscriber and a group member on node 1, from the beginning.
+	sc, err := client.Dial(ctx, nodes[0].GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	plain, err := sc.Subscribe(ctx, "sparse", client.FromBeginning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	member := startGroupConsumer(t, ctx, nodes[1].GRPCAddr, "sparse", "sparse-group")
+	got := map[record.MessageID]bool{}
+	var mu sync.Mutex
+	go func() {
+		for {
+			m, err := plain.Next(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			got[record.MessageID(m.ID)] = true
+			mu.Unlock()
+		}
+	}()
+	publish(10) // after they subscribed: reach them by polling
+	subscribed := time.Now()
+	waitFor(t, 30*time.Second, "both consumers received every record", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range all {
+			if !got[id] || member.count(id) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("every record reached both consumers %s after the last publish", time.Since(subscribed).Round(time.Millisecond))
 }

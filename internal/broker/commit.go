@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -137,7 +138,13 @@ func (p *partition) enforceRetention(now time.Time) {
 // start below offset. The slices must not be modified.
 func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, start, hw int64, err error) {
 	if p.remote {
-		return nil, 0, 0, p.notHere()
+		ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+		defer cancel()
+		res, err := p.b.remoteFetch(ctx, p, offset, maxBytes, 0, false)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		return res.Batches, res.StartOffset, res.HighWatermark, nil
 	}
 	p.mu.RLock()
 	start, hw, failed := p.start, p.hw, p.failed

@@ -24,6 +24,9 @@ type FetchRequest struct {
 	MaxBytes int
 	// MaxWait is how long to wait for records when there are none.
 	MaxWait time.Duration
+	// Forwarded marks a fetch another node relayed here: served from a
+	// local replica or refused, never relayed again.
+	Forwarded bool
 }
 
 // FetchResult holds whole batches. The first may start below the requested
@@ -58,6 +61,13 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, err
 	p, err := t.partition(req.Partition)
 	if err != nil {
 		return nil, err
+	}
+	if p.remote {
+		res, err := b.remoteFetch(ctx, p, req.Offset, req.MaxBytes, req.MaxWait, req.Forwarded)
+		if err == nil {
+			b.countConsumed(p, res.Batches)
+		}
+		return res, err
 	}
 	var deadline <-chan time.Time
 	if req.MaxWait > 0 {
@@ -118,6 +128,9 @@ func (b *Broker) OffsetForTime(topic string, partition int32, ts int64) (int64, 
 // offsetForTime takes no broker or group lock (it may be called under
 // them); it reads the log's time index and maybe a segment.
 func (p *partition) offsetForTime(ts int64) (int64, error) {
+	if p.remote {
+		return 0, errorf(ErrUnavailable, "a position by time in %s/%d needs a node holding a replica (%v)", p.t.name, p.id, p.notHere())
+	}
 	off, err := p.log.OffsetForTime(ts)
 	if err != nil {
 		return 0, errorf(ErrUnavailable, "offset for time on %s/%d: %v", p.t.name, p.id, err)

@@ -271,7 +271,7 @@ func (m *groupManager) startPartition(gs *groupState, s *Subscription, pid int32
 	// A replica's high watermark may trail the group's commits for a
 	// moment (a new leader commits an entry of its term first): the
 	// committed offset still stands, delivery waits for the replica.
-	if from < 0 || from > hw && p.rep == nil {
+	if from < 0 || from > hw && p.rep == nil && !p.remote {
 		var err error
 		if from, err = m.b.resolveStart(p, s.opts.Start); err != nil {
 			from = hw

@@ -236,6 +236,12 @@ func validateSubscribe(t *topic, o *SubscribeOptions) error {
 // resolveStart turns a start position into an offset of p.
 func (b *Broker) resolveStart(p *partition, sp StartPosition) (int64, error) {
 	start, hw := p.offsets()
+	if p.remote {
+		var err error
+		if start, hw, err = b.remoteOffsets(p); err != nil {
+			return 0, err
+		}
+	}
 	switch sp.Kind {
 	case StartEarliest:
 		return start, nil
@@ -390,5 +396,22 @@ func (s *Subscription) pollOnce(maxRecords, maxBytes int) (*Delivery, time.Durat
 		wait = w
 	}
 	d, err := s.pollNew(maxRecords, maxBytes)
+	if d == nil && err == nil && s.readsRemote() && (wait == 0 || wait > remotePollInterval) {
+		wait = remotePollInterval // no local commit wakes it for those
+	}
 	return d, wait, err
+}
+
+// readsRemote reports whether s owns a partition without a local replica.
+func (s *Subscription) readsRemote() bool {
+	s.mu.Lock()
+	owned := s.owned
+	s.mu.Unlock()
+	parts := s.t.partitions()
+	for _, pid := range owned {
+		if parts[pid].remote {
+			return true
+		}
+	}
+	return false
 }

@@ -154,10 +154,14 @@ func (s *Service) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 	if req.MaxBytes < 0 || req.MaxBytes > maxFetchBytes {
 		return nil, toStatus(invalid("max_bytes must be 0 to %d (one answer must fit a gRPC message), got %d", maxFetchBytes, req.MaxBytes))
 	}
-	res, err := s.b.Fetch(ctx, broker.FetchRequest{
+	breq := broker.FetchRequest{
 		Topic: req.Topic, Partition: req.Partition, Offset: req.Offset,
 		MaxBytes: int(req.MaxBytes), MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond,
-	})
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(broker.ForwardedHeader)) > 0 {
+		breq.Forwarded = true
+	}
+	res, err := s.b.Fetch(ctx, breq)
 	if err != nil {
 		return nil, toStatus(err)
 	}
