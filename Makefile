@@ -10,7 +10,7 @@ BIN       ?= bin/hermes
 # Packages that run goroutines; they are tested with the race detector.
 RACE_PKGS := ./internal/... ./pkg/...
 
-.PHONY: run build test lint unit e2e bench fuzz proto clean
+.PHONY: run build test lint unit e2e bench soak fuzz proto clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA_DIR)
@@ -43,6 +43,13 @@ bench:
 
 # Run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
+# soak: a 3-node cluster under publishing and group consumption while
+# nodes are killed, paused and cut off in turn, then checked record by
+# record (e2e/soak_test.go). Not part of CI. SOAK=30m for longer.
+SOAK ?= 10m
+soak:
+	HERMES_SOAK=$(SOAK) $(GO) test -run '^TestSoak$$' -count 1 -timeout 0 -v ./e2e/
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateBatch$$' -fuzztime $(FUZZTIME) ./pkg/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./pkg/record/
