@@ -388,3 +388,86 @@ func TestClusterReadsWithoutLocalReplica(t *testing.T) {
 	})
 	t.Logf("every record reached both consumers %s after the last publish", time.Since(subscribed).Round(time.Millisecond))
 }
+
+// TestClusterRetentionOnReplicatedPartitions: retention bounds a
+// replicated partition's disk on every replica (its Raft log is compacted
+// up to where retention cuts), and a replica that was down while the
+// others cut past its end restarts from the leader's retention point and
+// goes on replicating.
+func TestClusterRetentionOnReplicatedPartitions(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "info", "--retention-check", "300ms")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "bounded", Config: &pb.TopicConfig{
+			Partitions: 1, SegmentBytes: 1 << 20, RetentionBytes: 3 << 20}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []bool{true, true, true}
+	publishMiB := func(mib int) {
+		t.Helper()
+		for i := 0; i < mib*16; i++ { // 16 batches of 64 records of 1 KiB
+			publishToLeaderSized(t, cs, live, "bounded", newIDs(64), 1024)
+		}
+	}
+	startOn := func(i int) (int64, int64) {
+		resp, err := cs[i].DescribeTopic(ctxT(t, 5*time.Second), &pb.DescribeTopicRequest{Name: "bounded"})
+		if err != nil {
+			return -1, -1
+		}
+		p := resp.Topic.Partitions[0]
+		return p.StartOffset, p.EndOffset
+	}
+	publishMiB(8)
+	waitFor(t, 20*time.Second, "retention moved the start on every replica", func() bool {
+		for i := range cs {
+			if s, _ := startOn(i); s <= 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range cs {
+		s, e := startOn(i)
+		t.Logf("node %d keeps offsets [%d, %d)", i+1, s, e)
+		if e-s > 6*1024 { // 3 MiB kept + the active segment, of ~1 KiB records
+			t.Fatalf("node %d keeps %d records, retention is 3 MiB of ~1 KiB records", i+1, e-s)
+		}
+	}
+
+	// A follower away while the others cut past its end.
+	leader, _ := publishToLeader(t, cs, live, "bounded", newIDs(1))
+	away := (leader + 1) % 3
+	_, awayEnd := startOn(away)
+	nodes[away].Kill()
+	live[away] = false
+	publishMiB(8)
+	waitFor(t, 20*time.Second, "the others cut past the stopped node's end", func() bool {
+		for i := range cs {
+			if live[i] {
+				if s, _ := startOn(i); s <= awayEnd {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	nodes[away].Start()
+	live[away] = true
+	_, end := startOn(leader)
+	waitFor(t, 30*time.Second, "the restarted node caught up from the leader's retention point", func() bool {
+		s, e := startOn(away)
+		return s > awayEnd && e >= end
+	})
+	if !strings.Contains(nodes[away].Log(400), "restarted from its leader's retention point") {
+		t.Fatal("the node caught up without the leader's snapshot")
+	}
+	ids := newIDs(10)
+	publishToLeader(t, cs, live, "bounded", ids)
+	waitFor(t, 20*time.Second, "the restarted node replicates new records", func() bool {
+		_, e := startOn(away)
+		return e >= end+10
+	})
+}

@@ -50,6 +50,12 @@ func retryUnavailable(t *testing.T, d time.Duration, f func() error) error {
 // does not lead refuses them instead of relaying: that finds the leader.
 func publishToLeader(t *testing.T, cs []pb.HermesClient, live []bool, topic string, ids []record.MessageID) (int, int64) {
 	t.Helper()
+	return publishToLeaderSized(t, cs, live, topic, ids, 64)
+}
+
+// publishToLeaderSized is publishToLeader with payloads of size bytes.
+func publishToLeaderSized(t *testing.T, cs []pb.HermesClient, live []bool, topic string, ids []record.MessageID, size int) (int, int64) {
+	t.Helper()
 	p0 := int32(0)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -59,7 +65,7 @@ func publishToLeader(t *testing.T, cs []pb.HermesClient, live []bool, topic stri
 			}
 			ctx := metadata.AppendToOutgoingContext(ctxT(t, 5*time.Second), broker.ForwardedHeader, "1")
 			resp, err := c.Publish(ctx, &pb.PublishRequest{Topic: topic, Partition: &p0,
-				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, 64)})
+				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, size)})
 			if err == nil {
 				return i, resp.BaseOffset
 			}

@@ -51,8 +51,8 @@ func TestSoak(t *testing.T) {
 	member := startGroupConsumer(t, ctx, all, "soak", "soak-group")
 
 	// The producer: consistent publishes at soakRate, acks recorded (the
-	// rate bounds the disk a long soak takes: replicated partitions keep
-	// everything until partition snapshots allow retention).
+	// rate bounds the disk a long soak takes: the check needs every record,
+	// so the topic has no retention).
 	pc, err := client.Dial(ctx, all)
 	if err != nil {
 		t.Fatal(err)

@@ -458,12 +458,18 @@ func (b *Broker) enforceRetention(now time.Time) {
 	}
 	b.mu.RUnlock()
 	for _, p := range parts {
-		if p.remote || p.rep != nil {
-			// A replicated log keeps its segments until snapshots can move
-			// them to a follower that needs them (not built yet).
-			continue
+		switch {
+		case p.remote:
+		case p.rep != nil:
+			// A replicated log compacts its Raft log up to where retention
+			// would cut; that deletes the segments below.
+			if err := p.rep.CompactBefore(func() int64 { return p.log.RetentionBoundary(now) }); err != nil {
+				b.log.Warn("retention on a replicated partition failed", "topic", p.t.name, "partition", p.id, "err", err)
+			}
+			p.refreshStart() // reads below it are out of range, cached or not
+		default:
+			_ = p.enqueue(&writeReq{control: func() { p.enforceRetention(now) }})
 		}
-		_ = p.enqueue(&writeReq{control: func() { p.enforceRetention(now) }})
 	}
 }
 

@@ -459,7 +459,7 @@ func (b *Broker) openClusterPartition(t *topic, id int32, replicas, target []uin
 	p.replicas = replicas
 	p.rep, err = replication.NewReplica(replication.Config{
 		Group: group, NodeID: b.cl.cfg.NodeID, Peers: peers, TickInterval: b.cl.cfg.TickInterval,
-		Logger: b.log.With("group", group), OnCommit: p.committed,
+		Logger: b.log.With("group", group), OnCommit: p.committed, OnSnapshot: p.installed,
 	}, store, b.cl.tr)
 	if err != nil {
 		p.close()
@@ -467,6 +467,20 @@ func (b *Broker) openClusterPartition(t *topic, id int32, replicas, target []uin
 	}
 	b.cl.host.Add(group, p.rep)
 	return p, nil
+}
+
+// installed is a replicated partition's snapshot callback: this replica
+// was behind its leader's retention, and its log now starts at offset.
+func (p *partition) installed(_ []byte, offset int64) {
+	p.mu.Lock()
+	p.start = offset
+	if p.hw < offset {
+		p.hw = offset
+	}
+	p.tail.reset()
+	p.mu.Unlock()
+	p.t.broadcast()
+	p.b.log.Info("partition replica restarted from its leader's retention point", "topic", p.t.name, "partition", p.id, "offset", offset)
 }
 
 // committed is a replicated partition's commit callback: committed batches

@@ -37,6 +37,17 @@ func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 	return n, errors.Join(errs...)
 }
 
+// RetentionBoundary returns the offset retention would keep the log from
+// now: the base of the oldest segment it would not delete (StartOffset
+// when it deletes none). A replicated log compacts its Raft log up to
+// there instead of deleting segments under it. Writer only.
+func (l *Log) RetentionBoundary(now time.Time) int64 {
+	if l.writable() != nil {
+		return l.segs[0].base
+	}
+	return l.segs[l.expired(now)].base
+}
+
 // expired returns how many segments, from the oldest, retention deletes.
 func (l *Log) expired(now time.Time) int {
 	cutoff := now.Add(-l.opts.RetentionAge).UnixNano()

@@ -549,6 +549,30 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 	return nil
 }
 
+// CompactBefore compacts the log up to the last entry whose records all
+// lie below offset and whose index is at most applied (only applied
+// entries are folded), with state as the owner's state there. It returns
+// the compaction point reached (unchanged when no entry qualifies).
+// Writer only.
+func (s *LogStore) CompactBefore(offset int64, applied uint64, state []byte) (uint64, error) {
+	s.mu.Lock()
+	idx := uint64(0)
+	for i, pos := range s.ents {
+		index := s.first + uint64(i)
+		if pos.next > offset || index > applied {
+			break
+		}
+		idx = index
+	}
+	s.mu.Unlock()
+	if idx == 0 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.st.compactIndex, nil
+	}
+	return idx, s.Compact(idx, state)
+}
+
 // ApplySnapshot replaces the log by a snapshot received from the leader:
 // the compaction point becomes the snapshot's, the partition log starts
 // over at the snapshot's offset, and the owner's state at that point is

@@ -438,6 +438,27 @@ func (r *Replica) ChangeVoter(ctx context.Context, node uint64, add bool, contex
 	return nil
 }
 
+// CompactBefore folds the entries whose records all lie below offset (and
+// are applied) into a snapshot without owner state, deleting the whole
+// log segments under them: retention on a replicated partition. Raft then
+// sends a follower that needs those entries the snapshot, which restarts
+// its log at the compaction point: records below it are gone on every
+// replica alike, as retention wants. boundary is called on the replica's
+// goroutine (the log's writer) for the offset.
+func (r *Replica) CompactBefore(boundary func() int64) error {
+	errc := make(chan error, 1)
+	f := func() {
+		_, err := r.store.CompactBefore(boundary(), r.applied.Load(), nil)
+		errc <- err
+	}
+	select {
+	case r.calls <- f:
+		return <-errc
+	case <-r.stopc:
+		return ErrStopped
+	}
+}
+
 // Voters returns the group's voters as this replica has applied them.
 func (r *Replica) Voters() []uint64 {
 	_, cs, _ := r.store.InitialState()

@@ -207,6 +207,9 @@ func (g *group) start(m *member) {
 		},
 		OnSnapshot: func(state []byte, offset int64) {
 			hw, _ := binary.Varint(state)
+			if len(state) == 0 { // CompactBefore: no owner state
+				hw = offset
+			}
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			if hw != offset {
@@ -638,5 +641,44 @@ func TestAddAndRemoveVoter(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+	}
+}
+
+// Retention on a replicated log: CompactBefore folds what lies below an
+// offset; a follower that was away restarts its log there from the
+// leader's snapshot and goes on replicating.
+func TestCompactBeforeRestartsLaggingFollower(t *testing.T) {
+	g := newGroup(t, 3)
+	l := g.leader()
+	var f *member
+	for _, m := range g.ms {
+		if m != l {
+			f = m
+		}
+	}
+	g.stop(f)
+	var hw int64
+	for i := 0; i < 300; i++ { // past raft's inflight window (see TestSnapshotCatchesUpFollower)
+		hw = g.publish(fmt.Sprint("r", i), 2, AckCommitted) + 2
+	}
+	l = g.leader()
+	if err := l.r.CompactBefore(func() int64 { return hw - 10 }); err != nil {
+		t.Fatal(err)
+	}
+	_, off := l.r.store.SnapshotState()
+	if off == 0 || off > hw-10 {
+		t.Fatalf("compacted to offset %d, want within (0, %d]", off, hw-10)
+	}
+	g.start(f)
+	hw = g.publish("after", 3, AckCommitted) + 3
+	deadline := time.Now().Add(10 * time.Second)
+	for f.highWatermark() != hw {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower is at hw %d, the group at %d", f.highWatermark(), hw)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if f.log.StartOffset() != off {
+		t.Fatalf("the follower's log starts at %d, the leader compacted to %d", f.log.StartOffset(), off)
 	}
 }
