@@ -115,8 +115,8 @@ func (b *Broker) startCluster() error {
 	}
 	b.wg.Add(3)
 	go b.registerSelf()
-	go b.balanceLeaders()
-	go b.driveMoves()
+	go b.every(leaderBalanceInterval, b.balanceLeaders)
+	go b.every(moveInterval, b.driveMoves)
 	b.log.Info("cluster node started", "node", c.NodeID, "raft", c.RaftAddr, "peers", len(c.Peers))
 	return nil
 }
@@ -227,6 +227,21 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 	}
 }
 
+// every runs fn every d until the broker stops.
+func (b *Broker) every(d time.Duration, fn func()) {
+	defer b.wg.Done()
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+			fn()
+		}
+	}
+}
+
 // moveInterval is how often a partition leader takes the next step of a
 // replica move.
 const moveInterval = 300 * time.Millisecond
@@ -239,28 +254,18 @@ const moveInterval = 300 * time.Millisecond
 // survives a leader change: the next leader goes on from the voters it
 // finds.
 func (b *Broker) driveMoves() {
-	defer b.wg.Done()
-	tick := time.NewTicker(moveInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-tick.C:
+	for _, ct := range b.cl.meta.Topics() {
+		if ct.Targets == nil {
+			continue
 		}
-		for _, ct := range b.cl.meta.Topics() {
-			if ct.Targets == nil {
-				continue
-			}
-			t, err := b.lookupTopic(ct.Name)
-			if err != nil {
-				continue
-			}
-			parts := t.partitions()
-			for i, target := range ct.Targets {
-				if target != nil && i < len(parts) && parts[i].rep != nil && parts[i].rep.Leader() == b.cl.cfg.NodeID {
-					b.moveStep(ct.Name, int32(i), parts[i].rep, target)
-				}
+		t, err := b.lookupTopic(ct.Name)
+		if err != nil {
+			continue
+		}
+		parts := t.partitions()
+		for i, target := range ct.Targets {
+			if target != nil && i < len(parts) && parts[i].rep != nil && parts[i].rep.Leader() == b.cl.cfg.NodeID {
+				b.moveStep(ct.Name, int32(i), parts[i].rep, target)
 			}
 		}
 	}
@@ -659,34 +664,24 @@ const leaderBalanceInterval = 3 * time.Second
 // is not preferred hands over to the preferred replica once it has caught
 // up.
 func (b *Broker) balanceLeaders() {
-	defer b.wg.Done()
-	tick := time.NewTicker(leaderBalanceInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-tick.C:
+	b.mu.RLock()
+	var parts []*partition
+	for _, t := range b.topics {
+		if t.state == topicActive {
+			parts = append(parts, t.partitions()...)
 		}
-		b.mu.RLock()
-		var parts []*partition
-		for _, t := range b.topics {
-			if t.state == topicActive {
-				parts = append(parts, t.partitions()...)
-			}
+	}
+	b.mu.RUnlock()
+	for _, p := range parts {
+		if p.rep == nil {
+			continue
 		}
-		b.mu.RUnlock()
-		for _, p := range parts {
-			if p.rep == nil {
-				continue
-			}
-			ct, ok := b.cl.meta.Topic(p.t.name)
-			if !ok || int(p.id) >= len(ct.Replicas) || ct.Target(int(p.id)) != nil {
-				continue // a moving partition's leadership is the move's business
-			}
-			if preferred := ct.Replicas[p.id][0]; preferred != b.cl.cfg.NodeID && p.rep.Leader() == b.cl.cfg.NodeID {
-				p.rep.TransferLeadership(preferred)
-			}
+		ct, ok := b.cl.meta.Topic(p.t.name)
+		if !ok || int(p.id) >= len(ct.Replicas) || ct.Target(int(p.id)) != nil {
+			continue // a moving partition's leadership is the move's business
+		}
+		if preferred := ct.Replicas[p.id][0]; preferred != b.cl.cfg.NodeID && p.rep.Leader() == b.cl.cfg.NodeID {
+			p.rep.TransferLeadership(preferred)
 		}
 	}
 }

@@ -62,16 +62,7 @@ const maxForwardAttempts = 50
 // node has applied the change, so a caller reads its own write here.
 func (g *MetaGroup) Run(ctx context.Context, cmd *pb.Command) (Change, error) {
 	for attempt := 0; attempt < maxForwardAttempts; attempt++ {
-		var ch Change
-		var err error
-		switch k := cmd.Kind.(type) {
-		case *pb.Command_AddMember:
-			err = g.changeMember(ctx, k.AddMember.GetId(), true, k.AddMember.GetRaftAddr())
-		case *pb.Command_RemoveMember:
-			err = g.changeMember(ctx, k.RemoveMember.GetId(), false, "")
-		default:
-			ch, err = g.Propose(ctx, cmd)
-		}
+		ch, err := g.runHere(ctx, cmd)
 		if !errors.Is(err, ErrNotLeader) {
 			return ch, err
 		}
@@ -92,6 +83,19 @@ func (g *MetaGroup) Run(ctx context.Context, cmd *pb.Command) (Change, error) {
 		}
 	}
 	return Change{}, fmt.Errorf("%w: no leader found after %d attempts", ErrNotLeader, maxForwardAttempts)
+}
+
+// runHere runs cmd on this node: a membership change of the metadata
+// group, or a command through its log. ErrNotLeader when this node does
+// not lead.
+func (g *MetaGroup) runHere(ctx context.Context, cmd *pb.Command) (Change, error) {
+	switch k := cmd.Kind.(type) {
+	case *pb.Command_AddMember:
+		return Change{}, g.changeMember(ctx, k.AddMember.GetId(), true, k.AddMember.GetRaftAddr())
+	case *pb.Command_RemoveMember:
+		return Change{}, g.changeMember(ctx, k.RemoveMember.GetId(), false, "")
+	}
+	return g.Propose(ctx, cmd)
 }
 
 // forward sends cmd to node; done is false when it should be tried again.
@@ -127,16 +131,7 @@ func (g *MetaGroup) handleForward(ctx context.Context, req *tpb.ForwardRequest) 
 	if err := proto.Unmarshal(req.Command, &cmd); err != nil {
 		return &tpb.ForwardResponse{Error: err.Error(), ErrorKind: "bad_command"}
 	}
-	var ch Change
-	var err error
-	switch k := cmd.Kind.(type) {
-	case *pb.Command_AddMember:
-		err = g.changeMember(ctx, k.AddMember.GetId(), true, k.AddMember.GetRaftAddr())
-	case *pb.Command_RemoveMember:
-		err = g.changeMember(ctx, k.RemoveMember.GetId(), false, "")
-	default:
-		ch, err = g.Propose(ctx, &cmd)
-	}
+	ch, err := g.runHere(ctx, &cmd)
 	if errors.Is(err, ErrNotLeader) {
 		return &tpb.ForwardResponse{NotLeader: true, Leader: g.Leader()}
 	}

@@ -224,7 +224,12 @@ func (s *Store) PutRaftState(group string, state []byte) error {
 // RaftState returns the stored Raft state of a group, or ErrNotFound. The
 // value is a copy owned by the caller.
 func (s *Store) RaftState(group string) ([]byte, error) {
-	v, closer, err := s.db.Get([]byte(raftPrefix + group))
+	return s.get(raftPrefix + group)
+}
+
+// get returns a copy of the value at key, or ErrNotFound.
+func (s *Store) get(key string) ([]byte, error) {
+	v, closer, err := s.db.Get([]byte(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, ErrNotFound
 	}
@@ -254,15 +259,7 @@ func (s *Store) PutRaftStateAndSnapshot(group string, state, snapshot []byte) er
 // RaftSnapshot returns a group's stored snapshot, or ErrNotFound. The
 // value is a copy owned by the caller.
 func (s *Store) RaftSnapshot(group string) ([]byte, error) {
-	v, closer, err := s.db.Get([]byte(raftSnapPrefix + group))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), v...), nil
+	return s.get(raftSnapPrefix + group)
 }
 
 // DeleteRaftState forgets a group's Raft state and snapshot (its

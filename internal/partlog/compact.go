@@ -3,7 +3,6 @@ package partlog
 import (
 	"errors"
 	"fmt"
-	"slices"
 )
 
 // DeleteBefore deletes the oldest whole segments whose records all have
@@ -22,21 +21,7 @@ func (l *Log) DeleteBefore(offset int64) (deletedSegments int, err error) {
 	for n < len(l.segs)-1 && l.segs[n+1].base <= offset {
 		n++
 	}
-	if n == 0 {
-		return 0, nil
-	}
-	l.mu.Lock()
-	dead := l.segs[:n]
-	l.segs = slices.Clone(l.segs[n:])
-	l.mu.Unlock()
-	var errs []error
-	for _, s := range dead {
-		errs = append(errs, s.remove())
-		l.size.Add(-s.size)
-		s.release()
-	}
-	errs = append(errs, syncDir(l.dir))
-	return n, errors.Join(errs...)
+	return l.deleteOldest(n)
 }
 
 // Reset empties the log and starts it again at base: every segment is

@@ -19,7 +19,12 @@ func (l *Log) EnforceRetention(now time.Time) (deletedSegments int, err error) {
 	if err := l.writable(); err != nil {
 		return 0, err
 	}
-	n := l.expired(now)
+	return l.deleteOldest(l.expired(now))
+}
+
+// deleteOldest deletes the n oldest segments (never the active one).
+// Readers holding one finish their read. Writer only.
+func (l *Log) deleteOldest(n int) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
