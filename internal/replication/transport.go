@@ -86,12 +86,18 @@ func (t *GRPCTransport) Send(group string, msgs []*pb.Message) {
 		if p == nil {
 			continue
 		}
-		b, err := proto.Marshal(m)
-		if err != nil {
-			continue
+		e := &tpb.Envelope{Group: group}
+		if beat := beatOf(m); beat != nil {
+			e.Beat = beat
+		} else {
+			b, err := proto.Marshal(m)
+			if err != nil {
+				continue
+			}
+			e.Message = b
 		}
 		select {
-		case p.q <- &tpb.Envelope{Group: group, Message: b}:
+		case p.q <- e:
 		default: // full: dropped, raft retries
 		}
 	}
@@ -175,6 +181,10 @@ func (t *GRPCTransport) Stream(s tpb.RaftTransport_StreamServer) error {
 			return err
 		}
 		for _, e := range b.Envelopes {
+			if e.Beat != nil {
+				t.deliver(e.Group, beatMessage(e.Beat, b.From, t.self))
+				continue
+			}
 			m := &pb.Message{}
 			if err := proto.Unmarshal(e.Message, m); err != nil {
 				t.log.Warn("raft transport: bad message", "from", b.From, "group", e.Group, "err", err)
@@ -183,4 +193,31 @@ func (t *GRPCTransport) Stream(s tpb.RaftTransport_StreamServer) error {
 			t.deliver(e.Group, m)
 		}
 	}
+}
+
+// beatOf is the compact form of a heartbeat or heartbeat answer (nil for
+// any other message): all such a message carries is its type, term,
+// commit index and context; from and to are the stream's ends.
+func beatOf(m *pb.Message) *tpb.Beat {
+	switch m.GetType() {
+	case pb.MessageType_MsgHeartbeat:
+		return &tpb.Beat{Term: m.GetTerm(), Commit: m.GetCommit(), Context: m.GetContext()}
+	case pb.MessageType_MsgHeartbeatResp:
+		return &tpb.Beat{Response: true, Term: m.GetTerm(), Commit: m.GetCommit(), Context: m.GetContext()}
+	}
+	return nil
+}
+
+// beatMessage rebuilds the Raft message of a compact heartbeat.
+func beatMessage(b *tpb.Beat, from, to uint64) *pb.Message {
+	typ := pb.MessageType_MsgHeartbeat
+	if b.GetResponse() {
+		typ = pb.MessageType_MsgHeartbeatResp
+	}
+	m := &pb.Message{Type: typ.Enum(), From: proto.Uint64(from), To: proto.Uint64(to),
+		Term: proto.Uint64(b.GetTerm()), Commit: proto.Uint64(b.GetCommit())}
+	if len(b.GetContext()) > 0 {
+		m.Context = b.GetContext()
+	}
+	return m
 }

@@ -162,8 +162,12 @@ func (x *ForwardResponse) GetErrorKind() string {
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	// A marshaled raftpb.Message.
-	Message       []byte `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// A marshaled raftpb.Message; empty when beat is set.
+	Message []byte `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// A heartbeat (or its answer) in compact form: the heartbeats of every
+	// group going to one peer are coalesced into the same Batch, each a few
+	// bytes, instead of a full Raft message each.
+	Beat          *Beat `protobuf:"bytes,3,opt,name=beat,proto3" json:"beat,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,6 +216,82 @@ func (x *Envelope) GetMessage() []byte {
 	return nil
 }
 
+func (x *Envelope) GetBeat() *Beat {
+	if x != nil {
+		return x.Beat
+	}
+	return nil
+}
+
+type Beat struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Response bool                   `protobuf:"varint,1,opt,name=response,proto3" json:"response,omitempty"`
+	Term     uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Commit   uint64                 `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	// ReadIndex requests ride on heartbeats.
+	Context       []byte `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Beat) Reset() {
+	*x = Beat{}
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Beat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Beat) ProtoMessage() {}
+
+func (x *Beat) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Beat.ProtoReflect.Descriptor instead.
+func (*Beat) Descriptor() ([]byte, []int) {
+	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Beat) GetResponse() bool {
+	if x != nil {
+		return x.Response
+	}
+	return false
+}
+
+func (x *Beat) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *Beat) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *Beat) GetContext() []byte {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
 type Batch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -222,7 +302,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[3]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +314,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[3]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +327,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{3}
+	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Batch) GetFrom() uint64 {
@@ -272,7 +352,7 @@ type StreamEnd struct {
 
 func (x *StreamEnd) Reset() {
 	*x = StreamEnd{}
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[4]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -284,7 +364,7 @@ func (x *StreamEnd) String() string {
 func (*StreamEnd) ProtoMessage() {}
 
 func (x *StreamEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[4]
+	mi := &file_internal_replication_transportpb_transport_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -297,7 +377,7 @@ func (x *StreamEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEnd.ProtoReflect.Descriptor instead.
 func (*StreamEnd) Descriptor() ([]byte, []int) {
-	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{4}
+	return file_internal_replication_transportpb_transport_proto_rawDescGZIP(), []int{5}
 }
 
 var File_internal_replication_transportpb_transport_proto protoreflect.FileDescriptor
@@ -315,10 +395,16 @@ const file_internal_replication_transportpb_transport_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\x04R\x06leader\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"error_kind\x18\x05 \x01(\tR\terrorKind\":\n" +
+	"error_kind\x18\x05 \x01(\tR\terrorKind\"m\n" +
 	"\bEnvelope\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\fR\amessage\"\\\n" +
+	"\amessage\x18\x02 \x01(\fR\amessage\x121\n" +
+	"\x04beat\x18\x03 \x01(\v2\x1d.hermes.internal.raft.v1.BeatR\x04beat\"h\n" +
+	"\x04Beat\x12\x1a\n" +
+	"\bresponse\x18\x01 \x01(\bR\bresponse\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\x04R\x06commit\x12\x18\n" +
+	"\acontext\x18\x04 \x01(\fR\acontext\"\\\n" +
 	"\x05Batch\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12?\n" +
 	"\tenvelopes\x18\x02 \x03(\v2!.hermes.internal.raft.v1.EnvelopeR\tenvelopes\"\v\n" +
@@ -339,25 +425,27 @@ func file_internal_replication_transportpb_transport_proto_rawDescGZIP() []byte 
 	return file_internal_replication_transportpb_transport_proto_rawDescData
 }
 
-var file_internal_replication_transportpb_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_internal_replication_transportpb_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_internal_replication_transportpb_transport_proto_goTypes = []any{
 	(*ForwardRequest)(nil),  // 0: hermes.internal.raft.v1.ForwardRequest
 	(*ForwardResponse)(nil), // 1: hermes.internal.raft.v1.ForwardResponse
 	(*Envelope)(nil),        // 2: hermes.internal.raft.v1.Envelope
-	(*Batch)(nil),           // 3: hermes.internal.raft.v1.Batch
-	(*StreamEnd)(nil),       // 4: hermes.internal.raft.v1.StreamEnd
+	(*Beat)(nil),            // 3: hermes.internal.raft.v1.Beat
+	(*Batch)(nil),           // 4: hermes.internal.raft.v1.Batch
+	(*StreamEnd)(nil),       // 5: hermes.internal.raft.v1.StreamEnd
 }
 var file_internal_replication_transportpb_transport_proto_depIdxs = []int32{
-	2, // 0: hermes.internal.raft.v1.Batch.envelopes:type_name -> hermes.internal.raft.v1.Envelope
-	3, // 1: hermes.internal.raft.v1.RaftTransport.Stream:input_type -> hermes.internal.raft.v1.Batch
-	0, // 2: hermes.internal.raft.v1.RaftTransport.Forward:input_type -> hermes.internal.raft.v1.ForwardRequest
-	4, // 3: hermes.internal.raft.v1.RaftTransport.Stream:output_type -> hermes.internal.raft.v1.StreamEnd
-	1, // 4: hermes.internal.raft.v1.RaftTransport.Forward:output_type -> hermes.internal.raft.v1.ForwardResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 0: hermes.internal.raft.v1.Envelope.beat:type_name -> hermes.internal.raft.v1.Beat
+	2, // 1: hermes.internal.raft.v1.Batch.envelopes:type_name -> hermes.internal.raft.v1.Envelope
+	4, // 2: hermes.internal.raft.v1.RaftTransport.Stream:input_type -> hermes.internal.raft.v1.Batch
+	0, // 3: hermes.internal.raft.v1.RaftTransport.Forward:input_type -> hermes.internal.raft.v1.ForwardRequest
+	5, // 4: hermes.internal.raft.v1.RaftTransport.Stream:output_type -> hermes.internal.raft.v1.StreamEnd
+	1, // 5: hermes.internal.raft.v1.RaftTransport.Forward:output_type -> hermes.internal.raft.v1.ForwardResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_internal_replication_transportpb_transport_proto_init() }
@@ -371,7 +459,7 @@ func file_internal_replication_transportpb_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_replication_transportpb_transport_proto_rawDesc), len(file_internal_replication_transportpb_transport_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
