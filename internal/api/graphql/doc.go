@@ -4,6 +4,13 @@
 // broker and leave every error to the one presenter in errors.go, which
 // gives it the code every protocol uses.
 //
+// Two fast paths keep the common request cheap, each held to gqlgen's own
+// behaviour by a differential test and a fuzz target: POST bodies of the
+// usual shape are decoded by hand (params.go, post.go), and a publish
+// mutation selecting scalars of its ack skips gqlgen's generic object
+// machinery (lean.go). Operation limits are kept per parsed operation
+// (limits.go).
+//
 // Register mounts /graphql (POST and GET; subscriptions over websockets
 // with the graphql-transport-ws protocol) and a GraphiQL page at
 // /graphql/ui.

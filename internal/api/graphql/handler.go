@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
@@ -45,11 +46,32 @@ func Register(mux *http.ServeMux, b *broker.Broker, log *slog.Logger) {
 
 // NewHandler returns the /graphql handler over b.
 func NewHandler(b *broker.Broker, log *slog.Logger) http.Handler {
+	return newHandler(b, log, handlerOptions{})
+}
+
+// handlerOptions replace the handler's fast paths by gqlgen's own, for the
+// tests that hold the one to the other. The zero value is the handler
+// served.
+type handlerOptions struct {
+	gqlgenPOST    bool // gqlgen's transport.POST for postTransport
+	generatedExec bool // the generated Exec for every operation: no lean path
+}
+
+func newHandler(b *broker.Broker, log *slog.Logger, o handlerOptions) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
 	r := &Resolver{b: b, log: log, members: newMembers()}
-	srv := handler.New(NewExecutableSchema(Config{Resolvers: r, Complexity: complexity()}))
+	cfg := Config{Resolvers: r, Complexity: complexity()}
+	var es graphql.ExecutableSchema = newLeanSchema(cfg)
+	if o.generatedExec {
+		es = NewExecutableSchema(cfg)
+	}
+	var post graphql.Transport = postTransport{}
+	if o.gqlgenPOST {
+		post = transport.POST{}
+	}
+	srv := handler.New(es)
 	srv.AddTransport(transport.Websocket{
 		InitFunc: func(ctx context.Context, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 			return context.WithValue(ctx, wsConnKey{}, &wsConn{}), nil, nil
@@ -62,13 +84,12 @@ func NewHandler(b *broker.Broker, log *slog.Logger) http.Handler {
 		PayloadReadLimit: ptr(int64(wsReadLimit)),
 	})
 	srv.AddTransport(getTransport{})
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(post)
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](queryCacheSize))
 	srv.SetParserTokenLimit(maxQueryTokens)
 	srv.Use(extension.Introspection{})
 	srv.Use(oneStream{})
-	srv.Use(depthLimit{max: MaxDepth})
-	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
+	srv.Use(newLimits())
 	srv.AroundOperations(withStreamEnd)
 	srv.AroundResponses(endStream(log))
 	srv.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {

@@ -28,6 +28,12 @@ type env struct {
 
 func newEnv(t testing.TB, cfg broker.Config) *env {
 	t.Helper()
+	return newEnvWith(t, cfg, handlerOptions{})
+}
+
+// newEnvWith is newEnv with the handler's fast paths chosen by o.
+func newEnvWith(t testing.TB, cfg broker.Config, o handlerOptions) *env {
+	t.Helper()
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	b, err := broker.Open(cfg)
@@ -35,7 +41,11 @@ func newEnv(t testing.TB, cfg broker.Config) *env {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	Register(mux, b, cfg.Logger)
+	if o == (handlerOptions{}) {
+		Register(mux, b, cfg.Logger) // the handler served, and the UI
+	} else {
+		mux.Handle("/graphql", newHandler(b, cfg.Logger, o))
+	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		b.EndSubscriptions()

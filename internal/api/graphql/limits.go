@@ -2,7 +2,9 @@ package graphql
 
 import (
 	"context"
+	"sync"
 
+	gqlcomplexity "github.com/99designs/gqlgen/complexity"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -59,25 +61,167 @@ func (oneStream) MutateOperationContext(ctx context.Context, oc *graphql.Operati
 	return nil
 }
 
-// depthLimit refuses operations whose fields nest deeper than max.
-type depthLimit struct{ max int }
+// limits refuses an operation nested deeper than MaxDepth
+// (DEPTH_LIMIT_EXCEEDED) or costlier than MaxComplexity
+// (COMPLEXITY_LIMIT_EXCEEDED, as gqlgen's extension.ComplexityLimit
+// reports it), in that order.
+//
+// Both measures are walks of the operation, and the same few operations
+// come again and again (the parsed-query cache hands back the same
+// *ast.OperationDefinition for the same query text), so each operation's
+// are kept: its depth always (the validator has fixed its shape), its
+// complexity when no variable can change it (see complexityFixed).
+type limits struct {
+	es graphql.ExecutableSchema // set by Validate
+
+	mu    sync.RWMutex
+	known map[*ast.OperationDefinition]opCost // guarded by mu; at most maxKnownOperations
+}
+
+// maxKnownOperations bounds limits.known: when full it is emptied. It is
+// the parsed-query cache's size, so that a steady set of queries that fits
+// the one fits the other.
+const maxKnownOperations = queryCacheSize
+
+// opCost is what limits keeps of one operation.
+type opCost struct {
+	depth int
+	// complexity is the operation's cost if fixed; otherwise it is
+	// measured for each request, with its variables.
+	complexity int
+	fixed      bool
+}
+
+func newLimits() *limits {
+	return &limits{known: make(map[*ast.OperationDefinition]opCost)}
+}
 
 var _ interface {
 	graphql.HandlerExtension
 	graphql.OperationContextMutator
-} = depthLimit{}
+} = &limits{}
 
-func (depthLimit) ExtensionName() string                          { return "DepthLimit" }
-func (depthLimit) Validate(schema graphql.ExecutableSchema) error { return nil }
+func (*limits) ExtensionName() string { return "Limits" }
 
-func (d depthLimit) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
-	m := &depthMeter{frags: oc.Doc.Fragments, memo: make(map[string]int), limit: d.max}
-	if depth := m.depth(oc.Operation.SelectionSet); depth > d.max {
-		err := gqlerror.Errorf("operation is nested %d fields deep, more than the limit of %d", depth, d.max)
+func (l *limits) Validate(schema graphql.ExecutableSchema) error {
+	l.es = schema
+	return nil
+}
+
+func (l *limits) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	op := oc.Operation
+	l.mu.RLock()
+	cost, ok := l.known[op]
+	l.mu.RUnlock()
+	if !ok {
+		cost = l.measure(ctx, oc)
+		l.mu.Lock()
+		if len(l.known) >= maxKnownOperations {
+			clear(l.known)
+		}
+		l.known[op] = cost
+		l.mu.Unlock()
+	}
+	if cost.depth > MaxDepth {
+		err := gqlerror.Errorf("operation is nested %d fields deep, more than the limit of %d", cost.depth, MaxDepth)
 		errcode.Set(err, "DEPTH_LIMIT_EXCEEDED")
 		return err
 	}
+	n := cost.complexity
+	if !cost.fixed {
+		n = gqlcomplexity.Calculate(ctx, l.es, op, oc.Variables)
+	}
+	if n > MaxComplexity {
+		err := gqlerror.Errorf("operation has complexity %d, which exceeds the limit of %d", n, MaxComplexity)
+		errcode.Set(err, "COMPLEXITY_LIMIT_EXCEEDED")
+		return err
+	}
 	return nil
+}
+
+// measure measures oc's operation: its depth, and its complexity if no
+// variable can change it (and it is not too deep to be refused anyway).
+func (l *limits) measure(ctx context.Context, oc *graphql.OperationContext) opCost {
+	op := oc.Operation
+	m := &depthMeter{frags: oc.Doc.Fragments, limit: MaxDepth}
+	cost := opCost{depth: m.depth(op.SelectionSet)}
+	if cost.depth <= MaxDepth && complexityFixed(op) {
+		cost.complexity, cost.fixed = gqlcomplexity.Calculate(ctx, l.es, op, oc.Variables), true
+	}
+	return cost
+}
+
+// weighted names the fields complexity() gives a cost function, which
+// reads their arguments; gqlgen's complexity walk reads no other argument
+// and no directive (it counts @skip and @include fields too). By name
+// alone, whatever the type, to err on the side of measuring.
+// TestWeightedFields holds it to complexity().
+var weighted = map[string]bool{"records": true}
+
+// complexityFixed reports whether op's complexity is the same whatever its
+// variables: it has none, or no weighted field takes one in an argument.
+func complexityFixed(op *ast.OperationDefinition) bool {
+	if len(op.VariableDefinitions) == 0 {
+		return true
+	}
+	w := fixedWalk{seen: make(map[string]bool)}
+	return w.fixed(op.SelectionSet)
+}
+
+// fixedWalk walks a selection set for weighted fields given variables,
+// each named fragment once.
+type fixedWalk struct {
+	seen map[string]bool // fragments walked already
+}
+
+func (w *fixedWalk) fixed(set ast.SelectionSet) bool {
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			if weighted[s.Name] {
+				for _, arg := range s.Arguments {
+					if hasVariable(arg.Value) {
+						return false
+					}
+				}
+			}
+			if !w.fixed(s.SelectionSet) {
+				return false
+			}
+		case *ast.InlineFragment:
+			if !w.fixed(s.SelectionSet) {
+				return false
+			}
+		case *ast.FragmentSpread:
+			if w.seen[s.Name] {
+				continue
+			}
+			w.seen[s.Name] = true
+			if s.Definition == nil {
+				return false // not resolved by the validator: measure each time
+			}
+			if !w.fixed(s.Definition.SelectionSet) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hasVariable reports whether v is or holds a variable.
+func hasVariable(v *ast.Value) bool {
+	if v == nil {
+		return false
+	}
+	if v.Kind == ast.Variable {
+		return true
+	}
+	for _, c := range v.Children {
+		if hasVariable(c.Value) {
+			return true
+		}
+	}
+	return false
 }
 
 // depthMeter measures selection depth, each named fragment once (the
@@ -110,6 +254,9 @@ func (m *depthMeter) depth(set ast.SelectionSet) int {
 }
 
 func (m *depthMeter) fragment(name string) int {
+	if m.memo == nil {
+		m.memo = make(map[string]int)
+	}
 	if d, ok := m.memo[name]; ok {
 		return max(d, 0)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -174,5 +175,66 @@ func TestGETAndUI(t *testing.T) {
 	page, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "graphiql") {
 		t.Fatalf("UI: %d %.200s", resp.StatusCode, page)
+	}
+}
+
+// TestWeightedFields holds weighted to complexity(): limits keeps an
+// operation's complexity only if no weighted field takes a variable, so a
+// field given a cost function must be named there.
+func TestWeightedFields(t *testing.T) {
+	root := reflect.ValueOf(complexity())
+	var funcs []string
+	for i := range root.NumField() {
+		typ := root.Field(i)
+		for j := range typ.NumField() {
+			if f := typ.Field(j); f.Kind() == reflect.Func && !f.IsNil() {
+				funcs = append(funcs, typ.Type().Field(j).Name)
+			}
+		}
+	}
+	if len(funcs) != len(weighted) {
+		t.Fatalf("complexity() weights %v, weighted names %v", funcs, weighted)
+	}
+	for _, name := range funcs {
+		found := false
+		for w := range weighted {
+			found = found || strings.EqualFold(w, name)
+		}
+		if !found {
+			t.Errorf("complexity() weights %s, which weighted does not name", name)
+		}
+	}
+}
+
+// TestLimitsKept checks the limits of an operation seen before: its depth
+// and a complexity no variable changes are kept, one that a variable
+// changes is measured again with each request's variables.
+func TestLimitsKept(t *testing.T) {
+	e := newEnv(t, broker.Config{})
+	e.createTopic("t", 1)
+	var pages strings.Builder
+	pages.WriteString("query($l: Int!, $x: Boolean!) { ")
+	for i := range 8 {
+		fmt.Fprintf(&pages, `p%d: records(topic: "t", limit: $l) { records { %s } } `, i, recordFields)
+	}
+	pages.WriteString(`topics @include(if: $x) { name } }`)
+	for range 2 {
+		e.do(pages.String(), map[string]any{"l": 10, "x": true}, nil)
+		if err := e.fail(pages.String(), map[string]any{"l": maxRecordsLimit, "x": false}); err.Extensions["reason"] != "COMPLEXITY_LIMIT_EXCEEDED" {
+			t.Fatalf("too complex by its variables: %+v", err)
+		}
+		// A variable elsewhere leaves the complexity fixed: this one is
+		// refused whatever $x is, and again when seen before.
+		fixed := strings.Replace(pages.String(), "$l: Int!, ", "", 1)
+		fixed = strings.ReplaceAll(fixed, "$l", "1000")
+		for _, x := range []bool{true, false} {
+			if err := e.fail(fixed, map[string]any{"x": x}); err.Extensions["reason"] != "COMPLEXITY_LIMIT_EXCEEDED" {
+				t.Fatalf("too complex: %+v", err)
+			}
+		}
+		deep := `{ __type(name: "Topic") { fields { type ` + strings.Repeat("{ ofType ", MaxDepth) + "{ name }" + strings.Repeat(" }", MaxDepth) + ` } } }`
+		if err := e.fail(deep, nil); err.Extensions["reason"] != "DEPTH_LIMIT_EXCEEDED" {
+			t.Fatalf("too deep: %+v", err)
+		}
 	}
 }

@@ -57,16 +57,31 @@ func (e *streamEnd) next() error {
 
 // withStreamEnd gives every subscription operation its streamEnd.
 func withStreamEnd(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-	if op := graphql.GetOperationContext(ctx).Operation; op != nil && op.Operation == ast.Subscription {
+	if isSubscription(ctx) {
 		ctx = context.WithValue(ctx, streamEndKey{}, &streamEnd{})
 	}
 	return next(ctx)
+}
+
+// isSubscription reports whether ctx is that of a subscription operation
+// (a response to a request refused before it ran may have none).
+func isSubscription(ctx context.Context) bool {
+	if !graphql.HasOperationContext(ctx) {
+		return false
+	}
+	op := graphql.GetOperationContext(ctx).Operation
+	return op != nil && op.Operation == ast.Subscription
 }
 
 // endStream is the response interceptor that swaps the response chosen by
 // the stream for its error (see streamEnd).
 func endStream(log *slog.Logger) graphql.ResponseMiddleware {
 	return func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+		if !isSubscription(ctx) {
+			// Only subscriptions have a streamEnd, and looking for one in
+			// another operation's context would walk all of it.
+			return next(ctx)
+		}
 		resp := next(ctx)
 		end := endFrom(ctx)
 		if resp == nil || end == nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -36,7 +35,7 @@ func guard(next http.Handler, log *slog.Logger) http.Handler {
 			fail(http.StatusMethodNotAllowed, broker.ErrInvalidArgument, "/graphql takes GET (queries), POST and websockets, not "+r.Method)
 			return
 		}
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		if !isJSON(r.Header.Get("Content-Type")) {
 			fail(http.StatusUnsupportedMediaType, broker.ErrInvalidArgument, "POST a JSON body (Content-Type: application/json)")
 			return
 		}
