@@ -177,6 +177,9 @@ func isNull(data []byte) bool { return string(bytes.TrimSpace(data)) == "null" }
 // allowed, each at most once, so that a misspelt one is an error rather
 // than silently ignored.
 func query(r *http.Request, allowed ...string) (url.Values, error) {
+	if r.URL.RawQuery == "" {
+		return nil, nil // the usual case; a nil url.Values reads as empty
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, invalid("malformed query string: %v", err)

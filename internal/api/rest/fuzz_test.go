@@ -234,7 +234,7 @@ func FuzzPublishBody(f *testing.F) {
 	}
 	api := New(b, quietLog(), Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		plan, err := decodePublish(bytes.NewReader(body))
+		plan, err := decodePublishBytes(body)
 		if err != nil {
 			wantInvalid(t, body, err)
 			return

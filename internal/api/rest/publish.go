@@ -1,12 +1,14 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,6 +38,30 @@ type publishPlan struct {
 	mode       broker.Mode
 	records    []record.Record
 	partitions []int32
+}
+
+// readPublish reads a publish body of known length (within
+// MaxRecordsBody) into memory and decodes it with decodePublishBytes. If
+// the body cannot be read whole, decodePublish gets what was read and
+// then the error, as it would have had streaming from r, so that the
+// answer is the same.
+func readPublish(r io.Reader, length int64) (*publishPlan, error) {
+	body, err := readBody(r, length)
+	if err != nil {
+		return decodePublish(io.MultiReader(bytes.NewReader(body), errReader{err}))
+	}
+	return decodePublishBytes(body)
+}
+
+// decodePublishBytes decodes and validates a publish body held in
+// memory: by decodePublishFast if it has the common shape, else by
+// decodePublish, with the same result and the same errors.
+func decodePublishBytes(body []byte) (*publishPlan, error) {
+	var b publishBody
+	if !decodePublishFast(body, &b) {
+		return decodePublish(bytes.NewReader(body))
+	}
+	return b.plan()
 }
 
 // decodePublish decodes and validates a publish body.
@@ -81,7 +107,7 @@ func (b *publishBody) plan() (*publishPlan, error) {
 	p.partitions = make([]int32, len(*b.Records))
 	for i := range *b.Records {
 		ri := &(*b.Records)[i]
-		prefix := fmt.Sprintf("records[%d]", i)
+		prefix := "records[" + strconv.Itoa(i) + "]" // not fmt: this runs for every record
 		if p.records[i], err = ri.record(prefix); err != nil {
 			return nil, err
 		}
@@ -220,7 +246,14 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request, _ url.Values) erro
 		}
 	}
 	defer a.publishBytes.release(size)
-	plan, err := decodePublish(http.MaxBytesReader(w, r.Body, MaxRecordsBody))
+	body := http.MaxBytesReader(w, r.Body, MaxRecordsBody)
+	var plan *publishPlan
+	var err error
+	if r.ContentLength >= 0 && r.ContentLength <= MaxRecordsBody {
+		plan, err = readPublish(body, r.ContentLength)
+	} else {
+		plan, err = decodePublish(body) // it may end, too large, before the end
+	}
 	if err != nil {
 		return err
 	}
@@ -228,7 +261,7 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request, _ url.Values) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writePublishResponse(w, resp)
 	return nil
 }
 
@@ -274,6 +307,10 @@ func (a *API) publishPlan(ctx context.Context, topic string, plan *publishPlan) 
 // splitByPartition makes one broker request per target partition; idx[i]
 // lists the plan's indexes of request i's records.
 func splitByPartition(topic string, plan *publishPlan) ([]*broker.PublishRequest, [][]int) {
+	if samePartition(plan.partitions) {
+		req := &broker.PublishRequest{Topic: topic, Partition: plan.partitions[0], Mode: plan.mode, Records: plan.records}
+		return []*broker.PublishRequest{req}, [][]int{identity(len(plan.records))}
+	}
 	var reqs []*broker.PublishRequest
 	var idx [][]int
 	at := make(map[int32]int)
@@ -290,6 +327,31 @@ func splitByPartition(topic string, plan *publishPlan) ([]*broker.PublishRequest
 	}
 	return reqs, idx
 }
+
+// samePartition reports whether ps (not empty) name one partition.
+func samePartition(ps []int32) bool {
+	for _, p := range ps[1:] {
+		if p != ps[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// identity returns 0, 1, ... n-1; without allocating for n = 1.
+func identity(n int) []int {
+	if n == 1 {
+		return zeroIndex
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// zeroIndex is identity(1), shared: it is only read.
+var zeroIndex = []int{0}
 
 // byteBudget bounds the bytes of publish bodies the adapter decodes and
 // holds at once. A request takes its share before it is read, and one
