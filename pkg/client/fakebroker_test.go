@@ -32,12 +32,13 @@ type fakeBroker struct {
 	newRec chan struct{} // closed and replaced on every append
 
 	// Faults, under mu.
-	exhaust     int // answer the next N stream publishes RESOURCE_EXHAUSTED
-	breakAfter  int // abort a PublishStream after this many requests (0: never)
-	loseReply   int // apply the Nth stream request of a stream, then abort without answering
+	exhaust     int        // answer the next N stream publishes RESOURCE_EXHAUSTED
+	breakAfter  int        // abort a PublishStream after this many requests (0: never)
+	breakCode   codes.Code // the status of that abort (default Unavailable)
+	loseReply   int        // apply the Nth stream request of a stream, then abort without answering
 	stall       bool
 	noRead      bool // PublishStream never reads its requests (flow control stops the client)
-	keepDups    bool // store records with known message ids again, as the real broker does today
+	keepDups    bool // store records with known message ids again (a broker with duplicate detection off)
 	streamsOpen int
 	subBreak    int  // abort a subscription after this many deliveries, once
 	subRefuse   bool // refuse new subscriptions as UNAVAILABLE
@@ -212,7 +213,13 @@ func (f *fakeBroker) PublishStream(st hermesv1.Hermes_PublishStreamServer) error
 		}
 		f.mu.Unlock()
 		if brk {
-			return status.Error(codes.Unavailable, "injected stream break")
+			code := codes.Unavailable
+			f.mu.Lock()
+			if f.breakCode != codes.OK {
+				code = f.breakCode
+			}
+			f.mu.Unlock()
+			return status.Error(code, "injected stream break")
 		}
 		if stall {
 			continue

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -234,6 +235,11 @@ func (p *Producer) streamFailed(s *pubStream, recvErr error) {
 		err = ErrClosed
 	case errors.Is(recvErr, io.EOF):
 		err = &Error{Code: CodeUnavailable, Retriable: true, Message: "publish stream closed by the broker"}
+	case status.Code(recvErr) == codes.Canceled:
+		// Not closing, so the stream was cancelled by its sender after a
+		// failed Send (racing this Recv) or by the broker: a broken
+		// stream like any other, not the caller's cancellation.
+		err = &Error{Code: CodeUnavailable, Retriable: true, Message: "publish stream cancelled: " + recvErr.Error()}
 	}
 	p.mu.Lock()
 	s.broken = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/codes"
 	"testing"
 	"time"
 
@@ -109,8 +110,8 @@ func TestProducerRetriesExhausted(t *testing.T) {
 
 // TestProducerLostReplyResendsSameIDs: the broker applies a batch and the
 // stream breaks before its answer; the producer reconnects and resends
-// the same ids, which this fake drops as duplicates (the real broker does
-// not yet: see TestProducerLostReplyStoresTwice).
+// the same ids, which this fake drops as duplicates (as the real broker
+// does within its duplicate window).
 func TestProducerLostReplyResendsSameIDs(t *testing.T) {
 	fb, c := startFake(t)
 	mustCreate(t, c, "t", 2)
@@ -132,8 +133,36 @@ func TestProducerLostReplyResendsSameIDs(t *testing.T) {
 	}
 }
 
-// TestProducerLostReplyStoresTwice: as the real broker today, the fake
-// keeps duplicates; the batch resent after a lost answer is stored twice,
+// TestProducerStreamCancelledIsRetried: a publish stream that ends
+// Cancelled while the producer is not closing (its sender cancels it when
+// a Send fails, racing the receiver's Recv) is a broken stream: what was
+// in flight is sent again, not failed with context.Canceled.
+func TestProducerStreamCancelledIsRetried(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "t", 1)
+	fb.mu.Lock()
+	fb.breakAfter, fb.breakCode = 3, codes.Canceled
+	fb.mu.Unlock()
+	p, err := c.NewProducer(testCtx(t), "t", WithMaxBatchRecords(5), WithMaxInFlight(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futs []*Future
+	for i := range 60 {
+		futs = append(futs, p.Publish(testCtx(t), &Message{Payload: []byte(fmt.Sprint(i))}))
+	}
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkAcks(t, fb, "t", futs)
+	if fb.streamsOpen < 2 {
+		t.Errorf("%d streams: the cancelled stream was not replaced", fb.streamsOpen)
+	}
+}
+
+// TestProducerLostReplyStoresTwice: as a broker with duplicate detection
+// off (or past its window), the fake keeps duplicates; the batch resent
+// after a lost answer is stored twice,
 // and both copies carry the same message ids, by which a consumer can
 // recognise them (the documented contract of retries).
 func TestProducerLostReplyStoresTwice(t *testing.T) {
