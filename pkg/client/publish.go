@@ -42,9 +42,11 @@ func WithPartition(p int32) SendOption {
 // order. Messages with a zero ID get a new UUIDv7 written into their ID
 // field; the broker chooses partitions by key hash (murmur2, as Kafka) or
 // round-robin unless WithPartition is given. Retriable failures are
-// retried with the same message ids. The broker does not drop duplicates
-// (yet): a retry after a lost answer may store the records twice, under
-// the same ids, so consumers can recognise the copies.
+// retried with the same message ids: the broker answers a retry of a
+// request it already stored (within its duplicate window, 2 minutes by
+// default) with the first copy's offsets instead of storing it again.
+// Past that window a retry may store the records twice, under the same
+// ids, so consumers can recognise the copies.
 //
 // REQUIRES: the request (all msgs) fits the broker's request size limit
 // (4 MiB by default); for many records use a Producer. msgs must not be
