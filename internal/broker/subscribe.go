@@ -404,11 +404,10 @@ func (s *Subscription) pollOnce(maxRecords, maxBytes int) (*Delivery, time.Durat
 
 // readsRemote reports whether s owns a partition without a local replica.
 func (s *Subscription) readsRemote() bool {
-	s.mu.Lock()
-	owned := s.owned
-	s.mu.Unlock()
 	parts := s.t.partitions()
-	for _, pid := range owned {
+	s.mu.Lock() // owned changes in place (removePartition)
+	defer s.mu.Unlock()
+	for _, pid := range s.owned {
 		if parts[pid].remote {
 			return true
 		}
