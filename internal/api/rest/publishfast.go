@@ -3,6 +3,7 @@ package rest
 import (
 	"math"
 
+	"github.com/hermes-mq/hermes/internal/jsonscan"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -13,21 +14,21 @@ import (
 //
 // The common shape is what encoding/json reads the same way with none of
 // its subtleties: keys spelt exactly as the API spells them, each at most
-// once per object; strings the scanner takes (scanner.str); integers
+// once per object; strings the scanner takes (jsonscan.Scanner.Str); integers
 // without fraction or exponent, in range; null for a field (which leaves
 // it nil, as encoding/json does); no more than MaxPublishRecords records
 // or record.MaxRecordHeaders headers; nothing but white space after the
 // object. FuzzDecodePublishFast checks that whatever it takes, it decodes
 // as decodeJSON does.
 func decodePublishFast(body []byte, out *publishBody) bool {
-	s := scanner{b: body}
-	s.space()
+	s := scanner{jsonscan.Scanner{B: body}}
+	s.Space()
 	var single recordIn
 	if !s.object(&single, out) {
 		return false
 	}
-	s.space()
-	if s.i != len(s.b) {
+	s.Space()
+	if !s.Done() {
 		return false
 	}
 	out.Payload, out.PayloadBase64 = single.Payload, single.PayloadBase64
@@ -36,6 +37,9 @@ func decodePublishFast(body []byte, out *publishBody) bool {
 	out.Partition, out.TimestampUnixNano = single.Partition, single.TimestampUnixNano
 	return true
 }
+
+// scanner is jsonscan.Scanner with the publish body's shapes.
+type scanner struct{ jsonscan.Scanner }
 
 // Fields of a publish body, as bits of a set of fields seen.
 const (
@@ -84,22 +88,22 @@ func publishField(key []byte) int {
 // object takes a record object into r. At the top level of a body, top
 // is the body, which takes "mode" and "records"; in "records" it is nil.
 func (s *scanner) object(r *recordIn, top *publishBody) bool {
-	if !s.next('{') {
+	if !s.Next('{') {
 		return false
 	}
-	if s.next('}') {
+	if s.Next('}') {
 		return true
 	}
 	var seen uint16
 	for more := true; more; {
-		key, ok := s.key()
+		key, ok := s.Key()
 		f := publishField(key)
 		if !ok || f < 0 || (f > lastRecordField && top == nil) || seen&(1<<f) != 0 {
 			return false
 		}
 		seen |= 1 << f
 		switch {
-		case s.null(): // the field stays nil
+		case s.Null(): // the field stays nil
 		case f == fieldMode:
 			ok = s.strPtr(&top.Mode)
 		case f == fieldRecords:
@@ -110,7 +114,7 @@ func (s *scanner) object(r *recordIn, top *publishBody) bool {
 		if !ok {
 			return false
 		}
-		if more, ok = s.endOf('}'); !ok {
+		if more, ok = s.EndOf('}'); !ok {
 			return false
 		}
 	}
@@ -133,12 +137,12 @@ func (s *scanner) recordValue(f int, r *recordIn) bool {
 	case fieldMessageID:
 		return s.strPtr(&r.MessageID)
 	case fieldPartition:
-		v, ok := s.integer(math.MinInt32, math.MaxInt32)
+		v, ok := s.Integer(math.MinInt32, math.MaxInt32)
 		p := int32(v)
 		r.Partition = &p
 		return ok
 	case fieldTimestamp:
-		v, ok := s.integer(math.MinInt64, math.MaxInt64)
+		v, ok := s.Integer(math.MinInt64, math.MaxInt64)
 		r.TimestampUnixNano = &v
 		return ok
 	}
@@ -146,18 +150,18 @@ func (s *scanner) recordValue(f int, r *recordIn) bool {
 }
 
 func (s *scanner) strPtr(p **string) bool {
-	v, ok := s.str()
+	v, ok := s.Str()
 	*p = &v
 	return ok
 }
 
 // records takes the "records" array.
 func (s *scanner) records(out **recordList) bool {
-	if !s.next('[') {
+	if !s.Next('[') {
 		return false
 	}
 	l := recordList{}
-	if !s.next(']') {
+	if !s.Next(']') {
 		for more := true; more; {
 			if len(l) == MaxPublishRecords {
 				return false
@@ -167,7 +171,7 @@ func (s *scanner) records(out **recordList) bool {
 				return false
 			}
 			var ok bool
-			if more, ok = s.endOf(']'); !ok {
+			if more, ok = s.EndOf(']'); !ok {
 				return false
 			}
 		}
@@ -182,9 +186,9 @@ func (s *scanner) headers(out **headersIn) bool {
 	h := headersIn{}
 	var ok bool
 	switch {
-	case s.next('['):
+	case s.Next('['):
 		ok = s.headerList(&h)
-	case s.next('{'):
+	case s.Next('{'):
 		ok = s.headerMap(&h)
 	}
 	*out = &h
@@ -193,7 +197,7 @@ func (s *scanner) headers(out **headersIn) bool {
 
 // headerList takes the elements of an array of headers, after its '['.
 func (s *scanner) headerList(h *headersIn) bool {
-	if s.next(']') {
+	if s.Next(']') {
 		return true
 	}
 	for more := true; more; {
@@ -205,7 +209,7 @@ func (s *scanner) headerList(h *headersIn) bool {
 			return false
 		}
 		var ok bool
-		if more, ok = s.endOf(']'); !ok {
+		if more, ok = s.EndOf(']'); !ok {
 			return false
 		}
 	}
@@ -214,21 +218,21 @@ func (s *scanner) headerList(h *headersIn) bool {
 
 // header takes one header object.
 func (s *scanner) header(h *headerIn) bool {
-	if !s.next('{') {
+	if !s.Next('{') {
 		return false
 	}
-	if s.next('}') {
+	if s.Next('}') {
 		return true
 	}
 	var seen uint8
 	for more := true; more; {
-		key, ok := s.key()
+		key, ok := s.Key()
 		f := headerField(key)
 		if !ok || f < 0 || seen&(1<<f) != 0 {
 			return false
 		}
 		seen |= 1 << f
-		if !s.null() {
+		if !s.Null() {
 			switch f {
 			case 0:
 				ok = s.strPtr(&h.Key)
@@ -243,7 +247,7 @@ func (s *scanner) header(h *headerIn) bool {
 		if !ok {
 			return false
 		}
-		if more, ok = s.endOf('}'); !ok {
+		if more, ok = s.EndOf('}'); !ok {
 			return false
 		}
 	}
@@ -268,27 +272,27 @@ func headerField(key []byte) int {
 // headerMap takes the members of an object of headers, after its '{',
 // in document order.
 func (s *scanner) headerMap(h *headersIn) bool {
-	if s.next('}') {
+	if s.Next('}') {
 		return true
 	}
 	for more := true; more; {
 		if len(*h) == record.MaxRecordHeaders {
 			return false
 		}
-		key, ok := s.str()
+		key, ok := s.Str()
 		if !ok {
 			return false
 		}
-		s.space()
-		if !s.next(':') {
+		s.Space()
+		if !s.Next(':') {
 			return false
 		}
 		var v *string
-		if !s.null() && !s.strPtr(&v) {
+		if !s.Null() && !s.strPtr(&v) {
 			return false
 		}
 		*h = append(*h, headerIn{Key: &key, Value: v})
-		if more, ok = s.endOf('}'); !ok {
+		if more, ok = s.EndOf('}'); !ok {
 			return false
 		}
 	}

@@ -1,4 +1,10 @@
-package rest
+// Package jsonscan reads the common shapes of JSON request bodies by
+// hand, for the REST and GraphQL adapters' fast decoders: it takes only
+// JSON that encoding/json reads the same way, and each method reports
+// false for anything else, so that the caller falls back to
+// encoding/json for the whole body and its result and error are the ones
+// a client gets.
+package jsonscan
 
 import (
 	"math"
@@ -6,67 +12,69 @@ import (
 	"unicode/utf8"
 )
 
-// scanner reads JSON from b[i:] for the hand decoders of the common
-// request shapes (publishfast.go). It takes only JSON that
-// encoding/json reads the same way; each method reports false for
-// anything else, without promising where i is then, and the caller falls
-// back to encoding/json for the whole body.
-type scanner struct {
-	b []byte
-	i int
+// Scanner reads JSON from B[I:]. Each method reports false for anything
+// it does not take, without promising where I is then.
+type Scanner struct {
+	B []byte
+	I int
 }
 
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
+// Done reports whether everything was read.
+func (s *Scanner) Done() bool { return s.I == len(s.B) }
+
+// Space takes white space.
+func (s *Scanner) Space() {
+	for s.I < len(s.B) {
+		switch s.B[s.I] {
 		case ' ', '\t', '\n', '\r':
-			s.i++
+			s.I++
 		default:
 			return
 		}
 	}
 }
 
-func (s *scanner) take(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
+// Take takes c.
+func (s *Scanner) Take(c byte) bool {
+	if s.I < len(s.B) && s.B[s.I] == c {
+		s.I++
 		return true
 	}
 	return false
 }
 
-// null takes the literal null.
-func (s *scanner) null() bool {
-	if len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "null" {
-		s.i += 4
+// Null takes the literal null.
+func (s *Scanner) Null() bool {
+	if len(s.B)-s.I >= 4 && string(s.B[s.I:s.I+4]) == "null" {
+		s.I += 4
 		return true
 	}
 	return false
 }
 
-// next takes c and the white space after it.
-func (s *scanner) next(c byte) bool {
-	if !s.take(c) {
+// Next takes c and the white space after it.
+func (s *Scanner) Next(c byte) bool {
+	if !s.Take(c) {
 		return false
 	}
-	s.space()
+	s.Space()
 	return true
 }
 
-// key takes an object key of printable ASCII without escapes, and the
-// colon after it; the bytes returned alias b.
-func (s *scanner) key() ([]byte, bool) {
-	if !s.take('"') {
+// Key takes an object key of printable ASCII without escapes, and the
+// colon after it; the bytes returned alias B.
+func (s *Scanner) Key() ([]byte, bool) {
+	if !s.Take('"') {
 		return nil, false
 	}
-	start := s.i
-	for ; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
+	start := s.I
+	for ; s.I < len(s.B); s.I++ {
+		switch c := s.B[s.I]; {
 		case c == '"':
-			key := s.b[start:s.i]
-			s.i++
-			s.space()
-			if !s.next(':') {
+			key := s.B[start:s.I]
+			s.I++
+			s.Space()
+			if !s.Next(':') {
 				return nil, false
 			}
 			return key, true
@@ -77,48 +85,48 @@ func (s *scanner) key() ([]byte, bool) {
 	return nil, false
 }
 
-// endOf takes what follows a member or element and the white space
+// EndOf takes what follows a member or element and the white space
 // after it: a comma (more follow, true) or last, the closing bracket
 // (false). ok is false for anything else.
-func (s *scanner) endOf(last byte) (more, ok bool) {
-	s.space()
+func (s *Scanner) EndOf(last byte) (more, ok bool) {
+	s.Space()
 	switch {
-	case s.next(','):
+	case s.Next(','):
 		return true, true
-	case s.next(last):
+	case s.Next(last):
 		return false, true
 	}
 	return false, false
 }
 
-// str takes a string. It refuses a string that encoding/json would alter
+// Str takes a string. It refuses a string that encoding/json would alter
 // (invalid UTF-8, a \u escape of a surrogate half) or refuse (a control
 // character).
-func (s *scanner) str() (string, bool) {
-	if !s.take('"') {
+func (s *Scanner) Str() (string, bool) {
+	if !s.Take('"') {
 		return "", false
 	}
-	start := s.i
-	for s.i < len(s.b) {
-		s.i += plainRun(s.b[s.i:])
-		if s.i == len(s.b) {
+	start := s.I
+	for s.I < len(s.B) {
+		s.I += plainRun(s.B[s.I:])
+		if s.I == len(s.B) {
 			break
 		}
-		switch c := s.b[s.i]; {
+		switch c := s.B[s.I]; {
 		case c == '"':
-			out := string(s.b[start:s.i])
-			s.i++
+			out := string(s.B[start:s.I])
+			s.I++
 			return out, true
 		case c == '\\':
 			return s.escapedString(start)
 		case c < 0x20:
 			return "", false
 		default:
-			r, n := utf8.DecodeRune(s.b[s.i:])
+			r, n := utf8.DecodeRune(s.B[s.I:])
 			if r == utf8.RuneError && n == 1 {
 				return "", false
 			}
-			s.i += n
+			s.I += n
 		}
 	}
 	return "", false
@@ -126,28 +134,28 @@ func (s *scanner) str() (string, bool) {
 
 // escapedString finishes a string that started at start and has an escape
 // at i.
-func (s *scanner) escapedString(start int) (string, bool) {
+func (s *Scanner) escapedString(start int) (string, bool) {
 	// The string decodes to at most as many bytes as it has up to its
 	// closing quote (an escape is never shorter than what it stands for).
-	end := s.i
-	for end < len(s.b) && s.b[end] != '"' {
-		if s.b[end] == '\\' {
+	end := s.I
+	for end < len(s.B) && s.B[end] != '"' {
+		if s.B[end] == '\\' {
 			end++
 		}
 		end++
 	}
 	var buf strings.Builder // its String does not copy
-	buf.Grow(min(end, len(s.b)) - start)
-	buf.Write(s.b[start:s.i])
-	for s.i < len(s.b) {
-		n := plainRun(s.b[s.i:])
-		buf.Write(s.b[s.i : s.i+n])
-		if s.i += n; s.i == len(s.b) {
+	buf.Grow(min(end, len(s.B)) - start)
+	buf.Write(s.B[start:s.I])
+	for s.I < len(s.B) {
+		n := plainRun(s.B[s.I:])
+		buf.Write(s.B[s.I : s.I+n])
+		if s.I += n; s.I == len(s.B) {
 			break
 		}
-		switch c := s.b[s.i]; {
+		switch c := s.B[s.I]; {
 		case c == '"':
-			s.i++
+			s.I++
 			return buf.String(), true
 		case c == '\\':
 			if !s.escape(&buf) {
@@ -156,12 +164,12 @@ func (s *scanner) escapedString(start int) (string, bool) {
 		case c < 0x20:
 			return "", false
 		default:
-			r, n := utf8.DecodeRune(s.b[s.i:])
+			r, n := utf8.DecodeRune(s.B[s.I:])
 			if r == utf8.RuneError && n == 1 {
 				return "", false
 			}
-			buf.Write(s.b[s.i : s.i+n])
-			s.i += n
+			buf.Write(s.B[s.I : s.I+n])
+			s.I += n
 		}
 	}
 	return "", false
@@ -169,12 +177,12 @@ func (s *scanner) escapedString(start int) (string, bool) {
 
 // escape takes one escape (at i) into buf: not a \u of a surrogate half,
 // which encoding/json pairs or replaces.
-func (s *scanner) escape(buf *strings.Builder) bool {
-	if s.i+1 >= len(s.b) {
+func (s *Scanner) escape(buf *strings.Builder) bool {
+	if s.I+1 >= len(s.B) {
 		return false
 	}
-	s.i += 2
-	switch e := s.b[s.i-1]; e {
+	s.I += 2
+	switch e := s.B[s.I-1]; e {
 	case '"', '\\', '/':
 		buf.WriteByte(e)
 	case 'b':
@@ -211,12 +219,12 @@ func plainRun(b []byte) int {
 }
 
 // hex4 takes the four hex digits of a \u escape.
-func (s *scanner) hex4() (rune, bool) {
-	if s.i+4 > len(s.b) {
+func (s *Scanner) hex4() (rune, bool) {
+	if s.I+4 > len(s.B) {
 		return 0, false
 	}
 	var r rune
-	for _, c := range s.b[s.i : s.i+4] {
+	for _, c := range s.B[s.I : s.I+4] {
 		switch {
 		case '0' <= c && c <= '9':
 			c -= '0'
@@ -229,29 +237,29 @@ func (s *scanner) hex4() (rune, bool) {
 		}
 		r = r<<4 | rune(c)
 	}
-	s.i += 4
+	s.I += 4
 	return r, true
 }
 
-// integer takes a JSON integer (no fraction or exponent) within [lo, hi].
+// Integer takes a JSON integer (no fraction or exponent) within [lo, hi].
 // A number it refuses may still be valid JSON, whose error (a fraction,
 // an overflow) encoding/json then gives.
-func (s *scanner) integer(lo, hi int64) (int64, bool) {
-	neg := s.take('-')
-	start := s.i
+func (s *Scanner) Integer(lo, hi int64) (int64, bool) {
+	neg := s.Take('-')
+	start := s.I
 	var u uint64
-	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-		u = u*10 + uint64(s.b[s.i]-'0')
-		s.i++
+	for s.I < len(s.B) && '0' <= s.B[s.I] && s.B[s.I] <= '9' {
+		u = u*10 + uint64(s.B[s.I]-'0')
+		s.I++
 	}
-	switch n := s.i - start; {
+	switch n := s.I - start; {
 	case n == 0 || n > 19: // 19 digits cannot overflow u
 		return 0, false
-	case n > 1 && s.b[start] == '0':
+	case n > 1 && s.B[start] == '0':
 		return 0, false // a leading zero: not JSON
 	}
-	if s.i < len(s.b) {
-		switch s.b[s.i] {
+	if s.I < len(s.B) {
+		switch s.B[s.I] {
 		case '.', 'e', 'E':
 			return 0, false
 		}
