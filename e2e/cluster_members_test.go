@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -85,7 +86,7 @@ func TestClusterNodeJoinsAndLeaves(t *testing.T) {
 		}
 		held = nil
 		for _, p := range resp.Partitions {
-			if p.Topic == "after" && containsID(p.Replicas, 4) {
+			if p.Topic == "after" && slices.Contains(p.Replicas, 4) {
 				held = append(held, p.Partition)
 			}
 		}
@@ -134,15 +135,6 @@ func TestClusterNodeJoinsAndLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create a topic after removing node 4: %v", err)
 	}
-}
-
-func containsID(ids []uint64, id uint64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // TestClusterRebalanceMovesReplicas: after a fourth node joins, `hermes
@@ -214,7 +206,7 @@ func TestClusterRebalanceMovesReplicas(t *testing.T) {
 		}
 		var held []int32
 		for _, p := range resp.Partitions {
-			if p.Topic == "moving" && containsID(p.Replicas, node) {
+			if p.Topic == "moving" && slices.Contains(p.Replicas, node) {
 				held = append(held, p.Partition)
 			}
 		}
@@ -229,7 +221,7 @@ func TestClusterRebalanceMovesReplicas(t *testing.T) {
 		var ref []byte
 		replicas := mustReplicas(t, cs[0], p)
 		for i, c := range append(cs, c4) {
-			if !containsID(replicas, uint64(i+1)) {
+			if !slices.Contains(replicas, uint64(i+1)) {
 				continue // reads through a node without a replica are not relayed yet
 			}
 			var got []record.Record

@@ -232,13 +232,12 @@ followers comes from that partition's leader.`,
 	return cmd
 }
 
-func describeCluster(ctx context.Context, addr string) (*pb.DescribeClusterResponse, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	return pb.NewHermesClient(conn).DescribeCluster(ctx, &pb.DescribeClusterRequest{})
+func describeCluster(ctx context.Context, addr string) (resp *pb.DescribeClusterResponse, err error) {
+	err = clusterCall(ctx, addr, func(c pb.HermesClient) error {
+		resp, err = c.DescribeCluster(ctx, &pb.DescribeClusterRequest{})
+		return err
+	})
+	return resp, err
 }
 
 // clusterStatus merges what every node reports: the partition's leader

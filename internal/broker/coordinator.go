@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hermes-mq/hermes/pkg/record"
@@ -93,7 +92,7 @@ func (b *Broker) subscribeRemote(s *Subscription, addr string) error {
 	if err != nil {
 		return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("group coordinator at %s: %v", addr, err), retryAfter: 100 * time.Millisecond}
 	}
-	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), ForwardedHeader, "1"))
+	ctx, cancel := context.WithCancel(relayed(context.Background()))
 	stream, err := c.Subscribe(ctx)
 	if err != nil {
 		cancel()
@@ -407,7 +406,7 @@ func (b *Broker) groupClient() (pb.HermesClient, context.Context, context.Cancel
 	if err != nil {
 		return nil, nil, nil, b.unreachable(addr)
 	}
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), ForwardedHeader, "1"), 15*time.Second)
+	ctx, cancel := context.WithTimeout(relayed(context.Background()), 15*time.Second)
 	return c, ctx, cancel, nil
 }
 

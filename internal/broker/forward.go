@@ -21,6 +21,12 @@ import (
 // views of who leads cannot bounce a request between them.
 const ForwardedHeader = "hermes-forwarded"
 
+// relayed returns ctx marked ForwardedHeader, for a call this node makes
+// on another's behalf.
+func relayed(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, ForwardedHeader, "1")
+}
+
 // forwarder relays publishes to partition leaders. Each (leader, topic,
 // partition) gets one ordered relay: a PublishStream whose requests the
 // leader handles in the order sent, so the batches a client sent in order
@@ -218,7 +224,7 @@ func (r *relay) run() {
 			st, cancel = nil, nil
 		}
 		if st == nil {
-			ctx, c := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), ForwardedHeader, "1"))
+			ctx, c := context.WithCancel(relayed(context.Background()))
 			s, err := r.c.PublishStream(ctx)
 			if err != nil {
 				c()

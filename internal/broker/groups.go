@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -706,8 +705,6 @@ func (m *groupManager) close() {
 		}
 	}
 }
-
-var _ = sort.Strings
 
 // Offset is a group's committed offset on one partition (the next offset
 // to consume), as adapters pass it to CommitOffsets and Commit.

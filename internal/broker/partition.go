@@ -122,7 +122,7 @@ func (p *partition) rebuildDedup() error {
 			if err != nil {
 				return fmt.Errorf("partition %s/%d: read for the duplicate window: %w", p.t.name, p.id, err)
 			}
-			if k, ok := dedup.KeyOf(raw[:h.Size()]); ok {
+			if k, ok := dedup.KeyOfHeader(h, raw); ok {
 				p.dedup.Add(k, h.BaseOffset, now)
 			}
 			raw, off = raw[h.Size():], h.NextOffset()

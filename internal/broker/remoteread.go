@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -58,7 +56,7 @@ func (b *Broker) remoteFetch(ctx context.Context, p *partition, offset int64, ma
 		if err != nil {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, ForwardedHeader, "1"), remoteReadTimeout+wait)
+		cctx, cancel := context.WithTimeout(relayed(ctx), remoteReadTimeout+wait)
 		resp, err := c.Fetch(cctx, &pb.FetchRequest{Topic: p.t.name, Partition: p.id, Offset: offset,
 			MaxBytes: int32(maxBytes), MaxWaitMs: wait.Milliseconds(), Packed: true})
 		cancel()
@@ -93,7 +91,7 @@ func (b *Broker) remoteOffsets(p *partition) (start, hw int64, err error) {
 		if cerr != nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), ForwardedHeader, "1"), remoteReadTimeout)
+		ctx, cancel := context.WithTimeout(relayed(context.Background()), remoteReadTimeout)
 		resp, derr := c.DescribeTopic(ctx, &pb.DescribeTopicRequest{Name: p.t.name})
 		cancel()
 		if derr != nil {

@@ -34,7 +34,15 @@ type Key struct {
 // record carries no message id (the broker assigns ids: nothing to match).
 func KeyOf(b []byte) (Key, bool) {
 	h, err := record.ParseHeader(b)
-	if err != nil || len(b) < record.BatchHeaderSize {
+	if err != nil {
+		return Key{}, false
+	}
+	return KeyOfHeader(h, b)
+}
+
+// KeyOfHeader is KeyOf for a batch whose header h was parsed already.
+func KeyOfHeader(h record.BatchHeader, b []byte) (Key, bool) {
+	if len(b) < h.Size() || h.Size() < record.BatchHeaderSize {
 		return Key{}, false
 	}
 	recs := b[record.BatchHeaderSize:h.Size()]

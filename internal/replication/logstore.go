@@ -310,6 +310,7 @@ func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Appended
+	now := time.Now() // for the duplicate window
 	for _, e := range ents {
 		idx := e.GetIndex()
 		if idx < s.first {
@@ -323,7 +324,7 @@ func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) {
 		if idx != s.lastIndex()+1 {
 			return out, fmt.Errorf("%s: append of index %d after %d leaves a gap", s.group, idx, s.lastIndex())
 		}
-		a, err := s.appendEntry(e)
+		a, err := s.appendEntry(e, now)
 		if err != nil {
 			return out, err
 		}
@@ -335,7 +336,7 @@ func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) {
 	return out, nil
 }
 
-func (s *LogStore) appendEntry(e *pb.Entry) (Appended, error) {
+func (s *LogStore) appendEntry(e *pb.Entry, now time.Time) (Appended, error) {
 	idx, term := e.GetIndex(), e.GetTerm()
 	off := s.nextOffset()
 	p, body, ok := parseEntry(e)
@@ -357,8 +358,8 @@ func (s *LogStore) appendEntry(e *pb.Entry) (Appended, error) {
 			return Appended{}, err
 		}
 		if s.dedup != nil {
-			if k, ok := dedup.KeyOf(b); ok {
-				s.dedup.Add(k, next, time.Now())
+			if k, ok := dedup.KeyOfHeader(h, b); ok {
+				s.dedup.Add(k, next, now)
 			}
 		}
 		next += int64(h.RecordCount)
@@ -556,7 +557,7 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 // Writer only.
 func (s *LogStore) CompactBefore(offset int64, applied uint64, state []byte) (uint64, error) {
 	s.mu.Lock()
-	idx := uint64(0)
+	idx := s.st.compactIndex
 	for i, pos := range s.ents {
 		index := s.first + uint64(i)
 		if pos.next > offset || index > applied {
@@ -564,11 +565,10 @@ func (s *LogStore) CompactBefore(offset int64, applied uint64, state []byte) (ui
 		}
 		idx = index
 	}
+	compacted := idx == s.st.compactIndex
 	s.mu.Unlock()
-	if idx == 0 {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.st.compactIndex, nil
+	if compacted {
+		return idx, nil
 	}
 	return idx, s.Compact(idx, state)
 }

@@ -232,9 +232,9 @@ func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64,
 		h, _ := record.ParseHeader(b)
 		p.records += int(h.RecordCount)
 		p.size += len(b)
-	}
-	if len(batches) == 1 && r.store.dedup != nil {
-		p.key, p.keyed = dedup.KeyOf(batches[0])
+		if len(batches) == 1 && r.store.dedup != nil {
+			p.key, p.keyed = dedup.KeyOfHeader(h, b)
+		}
 	}
 	select {
 	case r.propc <- p:

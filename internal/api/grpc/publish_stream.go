@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"google.golang.org/grpc/metadata"
-
 	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
@@ -44,8 +42,7 @@ func (s *Service) PublishStream(stream pb.Hermes_PublishStreamServer) error {
 }
 
 func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_PublishStreamServer, fl *flight, out chan<- *pb.PublishResponse) error {
-	md, _ := metadata.FromIncomingContext(stream.Context())
-	forwarded := len(md.Get(broker.ForwardedHeader)) > 0
+	relayed := forwarded(stream.Context())
 	for {
 		req, err := stream.Recv()
 		if err != nil {
@@ -71,7 +68,7 @@ func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_Publish
 			answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})
 			continue
 		}
-		breq.Forwarded = forwarded
+		breq.Forwarded = relayed
 		s.b.PublishAsync(breq, func(res *broker.PublishResult, err error) {
 			if err != nil {
 				answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})

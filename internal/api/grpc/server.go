@@ -134,9 +134,7 @@ func (s *Service) Publish(ctx context.Context, req *pb.PublishRequest) (*pb.Publ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(broker.ForwardedHeader)) > 0 {
-		breq.Forwarded = true
-	}
+	breq.Forwarded = forwarded(ctx)
 	res, err := s.b.Publish(ctx, breq)
 	if err != nil {
 		return nil, toStatus(err)
@@ -158,9 +156,7 @@ func (s *Service) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 		Topic: req.Topic, Partition: req.Partition, Offset: req.Offset,
 		MaxBytes: int(req.MaxBytes), MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond,
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(broker.ForwardedHeader)) > 0 {
-		breq.Forwarded = true
-	}
+	breq.Forwarded = forwarded(ctx)
 	res, err := s.b.Fetch(ctx, breq)
 	if err != nil {
 		return nil, toStatus(err)
@@ -191,10 +187,18 @@ func (s *Service) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 	return resp, nil
 }
 
+// forwarded reports whether another node relayed this call here
+// (broker.ForwardedHeader): it is served here or refused, never relayed
+// again.
+func forwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(broker.ForwardedHeader)) > 0
+}
+
 // relayedGroupCall refuses a group request another node relayed here
 // unless this node coordinates groups (no second relay).
 func (s *Service) relayedGroupCall(ctx context.Context) error {
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(broker.ForwardedHeader)) > 0 {
+	if forwarded(ctx) {
 		if err := s.b.CheckCoordinator(); err != nil {
 			return toStatus(err)
 		}

@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"context"
 	"errors"
-	"google.golang.org/grpc/metadata"
 	"io"
 	"sync"
 	"time"
@@ -41,9 +40,7 @@ func (s *Service) Subscribe(stream pb.Hermes_SubscribeServer) error {
 	if err != nil {
 		return toStatus(err)
 	}
-	if md, ok := metadata.FromIncomingContext(stream.Context()); ok && len(md.Get(broker.ForwardedHeader)) > 0 {
-		opts.Forwarded = true
-	}
+	opts.Forwarded = forwarded(stream.Context())
 	sub, err := s.b.Subscribe(opts)
 	if err != nil {
 		return toStatus(err)
