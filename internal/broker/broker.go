@@ -449,15 +449,7 @@ func (b *Broker) retentionLoop() {
 }
 
 func (b *Broker) enforceRetention(now time.Time) {
-	b.mu.RLock()
-	var parts []*partition
-	for _, t := range b.topics {
-		if t.state == topicActive {
-			parts = append(parts, t.partitions()...)
-		}
-	}
-	b.mu.RUnlock()
-	for _, p := range parts {
+	for _, p := range b.activePartitions() {
 		switch {
 		case p.remote:
 		case p.rep != nil:
@@ -473,19 +465,25 @@ func (b *Broker) enforceRetention(now time.Time) {
 	}
 }
 
-// diskUsage is the bytes of every partition log.
-func (b *Broker) diskUsage() int64 {
+// activePartitions returns the partitions of every active topic (those of
+// topics being opened or closed are left out).
+func (b *Broker) activePartitions() []*partition {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	var n int64
+	var parts []*partition
 	for _, t := range b.topics {
-		if t.state != topicActive {
-			continue // its partitions are being opened or closed
+		if t.state == topicActive {
+			parts = append(parts, t.partitions()...)
 		}
-		for _, p := range t.partitions() {
-			if p.remote {
-				continue
-			}
+	}
+	return parts
+}
+
+// diskUsage is the bytes of every partition log.
+func (b *Broker) diskUsage() int64 {
+	var n int64
+	for _, p := range b.activePartitions() {
+		if !p.remote {
 			n += p.log.Size()
 		}
 	}

@@ -664,15 +664,7 @@ const leaderBalanceInterval = 3 * time.Second
 // is not preferred hands over to the preferred replica once it has caught
 // up.
 func (b *Broker) balanceLeaders() {
-	b.mu.RLock()
-	var parts []*partition
-	for _, t := range b.topics {
-		if t.state == topicActive {
-			parts = append(parts, t.partitions()...)
-		}
-	}
-	b.mu.RUnlock()
-	for _, p := range parts {
+	for _, p := range b.activePartitions() {
 		if p.rep == nil {
 			continue
 		}
