@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/testcluster"
 	"github.com/hermes-mq/hermes/pkg/client"
 )
 
@@ -29,16 +30,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startServe runs `hermes serve` in a child process and returns its gRPC
 // address; the child is stopped by its pid when the test ends.
 func startServe(t *testing.T) string {
@@ -47,10 +38,10 @@ func startServe(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testcluster.FreeAddr(t)
 	var out bytes.Buffer
 	cmd := exec.Command(exe, "serve", "--data-dir", t.TempDir(), "--grpc-addr", addr,
-		"--http-addr", freeAddr(t), "--log-level", "warn")
+		"--http-addr", testcluster.FreeAddr(t), "--log-level", "warn")
 	cmd.Env = append(os.Environ(), serveEnv+"=1")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

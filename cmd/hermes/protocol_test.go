@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/testcluster"
 	"github.com/hermes-mq/hermes/pkg/client"
 )
 
@@ -23,7 +24,7 @@ func startServeHTTP(t *testing.T) (grpcAddr, httpAddr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grpcAddr, httpAddr = freeAddr(t), freeAddr(t)
+	grpcAddr, httpAddr = testcluster.FreeAddr(t), testcluster.FreeAddr(t)
 	var out bytes.Buffer
 	cmd := exec.Command(exe, "serve", "--data-dir", t.TempDir(), "--grpc-addr", grpcAddr,
 		"--http-addr", httpAddr, "--log-level", "warn")

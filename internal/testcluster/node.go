@@ -119,15 +119,37 @@ func StartCluster(t testing.TB, n int, args ...string) []*Node {
 	return nodes
 }
 
-// FreeAddr returns a loopback address with a port free right now.
+// handedOut holds every address FreeAddr returned in this process: the
+// kernel may offer a port again once its probe listener is closed, before
+// the node it was meant for binds it, and two nodes would then collide.
+var handedOut struct {
+	sync.Mutex
+	addrs map[string]bool
+}
+
+// FreeAddr returns a loopback address with a port free right now and
+// never returned before in this process.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !handedOut.addrs[addr] {
+			if handedOut.addrs == nil {
+				handedOut.addrs = make(map[string]bool)
+			}
+			handedOut.addrs[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no loopback port free that was not handed out before, in 100 tries")
+	return ""
 }
 
 // Start starts the process (again, after Kill or Stop) on the same data

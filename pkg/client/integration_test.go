@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermes-mq/hermes/internal/testcluster"
 )
 
 // The integration tests run the real broker: the hermes binary is built
@@ -55,16 +57,6 @@ func hermesBinary(t testing.TB) string {
 	return binPath
 }
 
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // broker is one running broker process of a test.
 type broker struct {
 	t       testing.TB
@@ -95,7 +87,7 @@ func (s *syncBuffer) String() string {
 
 // startBroker runs a broker with a fresh data directory.
 func startBroker(t testing.TB) *broker {
-	b := &broker{t: t, addr: freePort(t), http: freePort(t), dataDir: t.TempDir()}
+	b := &broker{t: t, addr: testcluster.FreeAddr(t), http: testcluster.FreeAddr(t), dataDir: t.TempDir()}
 	b.start()
 	t.Cleanup(func() {
 		b.stop(syscall.SIGTERM)
