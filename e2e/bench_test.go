@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,44 +300,57 @@ func protocolPublisher(b *testing.B, node *testcluster.Node, proto, payload stri
 
 // BenchmarkClusterPublish is issue 3's workload: three hermes processes on
 // this machine, one topic of one partition with replication factor 3,
-// eight SDK producers of 1 KB records through the partition leader, in
-// consistent (quorum commit, each replica fsynced) and eventual mode.
+// eight SDK producers of 1 KB records, in consistent (quorum commit, each
+// replica fsynced) and eventual mode. via=leader dials the partition's
+// leader; via=follower dials another node, and the producers move to the
+// leader after its first answers (leader routing); via=relay dials another
+// node without leader routing, which relays every batch.
 func BenchmarkClusterPublish(b *testing.B) {
 	for _, mode := range []client.Mode{client.ModeConsistent, client.ModeEventual} {
-		b.Run(mode.String(), func(b *testing.B) {
-			nodes := testcluster.StartCluster(b, 3, "--log-level", "warn", "--pprof")
-			leader := clusterLeader(b, nodes, "bench")
-			producers := make([]*client.Producer, 8)
-			for i := range producers {
-				c, err := client.Dial(context.Background(), leader.GRPCAddr)
-				if err != nil {
-					b.Fatal(err)
+		for _, via := range []string{"leader", "follower", "relay"} {
+			b.Run(mode.String()+"/via="+via, func(b *testing.B) {
+				nodes := testcluster.StartCluster(b, 3, "--log-level", "warn", "--pprof")
+				leader := clusterLeader(b, nodes, "bench")
+				entry := leader
+				if via != "leader" {
+					entry = nodes[(slices.Index(nodes, leader)+1)%len(nodes)]
 				}
-				b.Cleanup(func() { c.Close() })
-				if producers[i], err = c.NewProducer(context.Background(), "bench", client.WithMode(mode)); err != nil {
-					b.Fatal(err)
+				producers := make([]*client.Producer, 8)
+				for i := range producers {
+					c, err := client.Dial(context.Background(), entry.GRPCAddr, client.WithLeaderRouting(via != "relay"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { c.Close() })
+					if producers[i], err = c.NewProducer(context.Background(), "bench", client.WithMode(mode)); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			payload := make([]byte, 1024)
-			b.SetBytes(1024)
-			b.ResetTimer()
-			defer profileServer(b, leader, 2*time.Second)()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for i, p := range producers {
-				n := b.N / len(producers)
-				if i == 0 {
-					n += b.N % len(producers)
+				payload := make([]byte, 1024)
+				b.SetBytes(1024)
+				b.ResetTimer()
+				defer profileServer(b, leader, 2*time.Second)()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for i, p := range producers {
+					n := b.N / len(producers)
+					if i == 0 {
+						n += b.N % len(producers)
+					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						publishN(b, p, n, payload)
+					}()
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					publishN(b, p, n, payload)
-				}()
-			}
-			wg.Wait()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
-		})
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+				b.StopTimer()
+				if via != "leader" {
+					b.ReportMetric(float64(relayedBatches(b, entry, "bench")), "relayed-batches")
+				}
+			})
+		}
 	}
 }
 
@@ -345,7 +359,7 @@ func BenchmarkClusterPublish(b *testing.B) {
 func clusterLeader(b *testing.B, nodes []*testcluster.Node, topic string) *testcluster.Node {
 	ctx := context.Background()
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	for {
 		c, err := client.Dial(ctx, nodes[0].GRPCAddr)
 		if err == nil {
 			_, err = c.CreateTopic(ctx, topic, client.WithPartitionCount(1), client.IfNotExists())
@@ -354,22 +368,11 @@ func clusterLeader(b *testing.B, nodes []*testcluster.Node, topic string) *testc
 		if err == nil {
 			break
 		}
+		if time.Now().After(deadline) {
+			b.Fatalf("create %s: %v", topic, err)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for time.Now().Before(deadline) {
-		for _, n := range nodes {
-			c, err := client.Dial(ctx, n.GRPCAddr, client.WithRetry(1, 10*time.Millisecond))
-			if err != nil {
-				continue
-			}
-			_, err = c.Publish(ctx, topic, []*client.Message{{Payload: []byte("probe")}}, client.WithPartition(0))
-			c.Close()
-			if err == nil {
-				return n
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b.Fatal("no partition leader found within 30s")
-	return nil
+	c, _ := dialB(b, nodes[0])
+	return nodes[partitionLeaders(b, c, topic, 1)[0]-1]
 }

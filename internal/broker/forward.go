@@ -110,22 +110,24 @@ func (f *forwarder) close() {
 // as this node knows) and answers with that node's result. notHere is the
 // error this node would give instead; it is returned as is when the leader
 // is unknown or is this node.
-func (b *Broker) forwardPublish(p *partition, batch []byte, mode Mode, notHere error, wait bool, done func(int64, error)) {
+func (b *Broker) forwardPublish(p *partition, batch []byte, mode Mode, notHere error, wait bool, done stored) {
 	addr := LeaderAddress(notHere)
 	if addr == "" || b.cl == nil || addr == b.cl.cfg.GRPCAddr {
-		done(0, notHere)
+		done(0, "", notHere)
 		return
 	}
 	r, err := b.fw.relay(addr, p.t.name, p.id)
 	if err != nil {
-		done(0, notHere)
+		done(0, "", notHere)
 		return
 	}
 	r.send(&pb.PublishRequest{Topic: p.t.name, Partition: &p.id, Mode: pb.DeliveryMode(mode), Batch: batch}, wait, func(base int64, err error) {
 		if err != nil {
-			err = fromStatus(err, notHere)
+			done(0, "", fromStatus(err, notHere))
+			return
 		}
-		done(base, err)
+		b.m.relayed.WithLabelValues(p.t.name).Inc()
+		done(base, addr, nil)
 	})
 }
 

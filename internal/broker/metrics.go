@@ -20,6 +20,7 @@ type metrics struct {
 	redelivered      *prometheus.CounterVec // group, topic
 	subscriptions    prometheus.Gauge
 	duplicates       *prometheus.CounterVec // topic
+	relayed          *prometheus.CounterVec // topic
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -72,13 +73,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hermes_publish_duplicates_total", Help: "Retried publishes answered with the offsets of the copy already stored.",
 		}, []string{"topic"}),
+		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_publish_relayed_batches_total",
+			Help: "Publishes (batches) this node relayed to their partition's leader and had acknowledged there.",
+		}, []string{"topic"}),
 	}
 	for _, reason := range []string{"queue_full", "disk_quota"} {
 		m.rejected.WithLabelValues(reason) // present at 0, for alerts
 	}
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
 		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
-		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates)
+		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed)
 	return m
 }
 
@@ -87,6 +92,7 @@ func (m *metrics) initTopic(topic string) {
 	m.ringEvicted.WithLabelValues(topic)
 	m.ringMissed.WithLabelValues(topic)
 	m.duplicates.WithLabelValues(topic)
+	m.relayed.WithLabelValues(topic)
 }
 
 // forgetTopic drops the per-topic series of a deleted topic.
@@ -102,4 +108,5 @@ func (m *metrics) forgetTopic(topic string) {
 	m.deadLettered.DeletePartialMatch(l)
 	m.redelivered.DeletePartialMatch(l)
 	m.duplicates.DeletePartialMatch(l)
+	m.relayed.DeletePartialMatch(l)
 }

@@ -3,12 +3,12 @@ package broker
 import (
 	"context"
 	"errors"
-	"github.com/hermes-mq/hermes/internal/replication"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -42,7 +42,16 @@ type PublishResult struct {
 	Partition  int32
 	BaseOffset int64
 	Count      int
+	// Leader is set on a cluster when this node relayed the records (all
+	// of one partition) to the partition's leader: that leader's gRPC
+	// address, where a client can send the partition's next publishes.
+	Leader string
 }
+
+// stored is told how a durable append ended: the batch's base offset and
+// via, the gRPC address of the leader that stored it when this node
+// relayed it ("" when stored here), or the error.
+type stored func(base int64, via string, err error)
 
 // RecordAck locates one published record. For ModePerformance the offset
 // is in the partition's ring, not its log.
@@ -122,12 +131,12 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: first, Count: n}, nil)
 		return
 	}
-	b.appendDurable(p, batch, n, mode, req.Forwarded, func(base int64, err error) {
+	b.appendDurable(p, batch, n, mode, req.Forwarded, func(base int64, via string, err error) {
 		if err != nil {
 			done(nil, err)
 			return
 		}
-		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: base, Count: n}, nil)
+		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: base, Count: n, Leader: via}, nil)
 	})
 }
 
@@ -181,14 +190,14 @@ func fillRecords(recs []record.Record, now int64) {
 }
 
 // appendDurable queues a validated batch for the partition's writer.
-func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done func(int64, error)) {
+func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done stored) {
 	if p.remote {
 		b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
 		return
 	}
 	if q := b.cfg.MaxDiskBytes; q > 0 && b.diskBytes.Load() >= q {
 		b.m.rejected.WithLabelValues("disk_quota").Inc()
-		done(0, exhausted(time.Second, "disk quota of %d bytes is used up", q))
+		done(0, "", exhausted(time.Second, "disk quota of %d bytes is used up", q))
 		return
 	}
 	if p.rep != nil {
@@ -206,17 +215,17 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, for
 			b.m.publishedRecords.WithLabelValues(p.label, mode.String()).Add(float64(n))
 			b.m.publishedBytes.WithLabelValues(p.label, mode.String()).Add(float64(len(batch)))
 		}
-		done(base, err)
+		done(base, "", err)
 	}}
 	if err := p.enqueue(r); err != nil {
-		done(0, err)
+		done(0, "", err)
 	}
 }
 
 // proposeDurable is appendDurable on a cluster: the batch goes through the
 // partition's Raft group, answered once the leader has fsynced it
 // (eventual) or a quorum has it (consistent).
-func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done func(int64, error)) {
+func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done stored) {
 	ack := replication.AckCommitted
 	if mode == ModeEventual {
 		ack = replication.AckPersisted
@@ -228,16 +237,16 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, fo
 			b.relay(p, batch, mode, forwarded, p.notHere(), false, done)
 		case errors.Is(err, replication.ErrBusy):
 			b.m.rejected.WithLabelValues("queue_full").Inc()
-			done(0, exhausted(50*time.Millisecond, "%v", err))
+			done(0, "", exhausted(50*time.Millisecond, "%v", err))
 		case errors.Is(err, replication.ErrDuplicateInFlight):
-			done(0, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 20 * time.Millisecond})
+			done(0, "", &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 20 * time.Millisecond})
 		case err != nil:
-			done(0, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 50 * time.Millisecond})
+			done(0, "", &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 50 * time.Millisecond})
 		default:
 			b.m.publishLatency.WithLabelValues(mode.String()).Observe(time.Since(enq).Seconds())
 			b.m.publishedRecords.WithLabelValues(p.label, mode.String()).Add(float64(n))
 			b.m.publishedBytes.WithLabelValues(p.label, mode.String()).Add(float64(len(batch)))
-			done(first, nil)
+			done(first, "", nil)
 		}
 	})
 }
@@ -247,9 +256,9 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, fo
 // queue makes the caller wait (bounded) instead of failing the publish:
 // failing one batch while later ones go through would reorder a
 // publisher's records.
-func (b *Broker) relay(p *partition, batch []byte, mode Mode, forwarded bool, notHere error, wait bool, done func(int64, error)) {
+func (b *Broker) relay(p *partition, batch []byte, mode Mode, forwarded bool, notHere error, wait bool, done stored) {
 	if forwarded {
-		done(0, notHere)
+		done(0, "", notHere)
 		return
 	}
 	b.forwardPublish(p, batch, mode, notHere, wait, done)
@@ -304,7 +313,7 @@ func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, done f
 		done(res, nil)
 	}}
 	for pid, idx := range groups {
-		b.publishGroup(t.partitions()[pid], req.Records, idx, mode, res, agg)
+		b.publishGroup(t.partitions()[pid], req.Records, idx, mode, len(groups) == 1, res, agg)
 	}
 }
 
@@ -330,7 +339,7 @@ func (b *Broker) route(t *topic, req *PublishRequest) map[int32][]int {
 	return groups
 }
 
-func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode Mode, res *PublishResult, agg *aggregate) {
+func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode Mode, single bool, res *PublishResult, agg *aggregate) {
 	recs := make([]record.Record, len(idx))
 	for j, i := range idx {
 		recs[j] = all[i]
@@ -354,9 +363,12 @@ func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode
 		agg.finish(errorf(ErrMessageTooLarge, "%d records for partition %d encode to %d bytes; one request may carry at most %d per partition", len(recs), p.id, len(batch), record.MaxBatchBytes))
 		return
 	}
-	b.appendDurable(p, batch, len(recs), mode, false, func(base int64, err error) {
+	b.appendDurable(p, batch, len(recs), mode, false, func(base int64, via string, err error) {
 		if err == nil {
 			ack(base)
+			if single {
+				res.Leader = via // the only writer: one partition
+			}
 		}
 		agg.finish(err)
 	})
@@ -383,5 +395,3 @@ func (a *aggregate) finish(err error) {
 		a.done(a.first)
 	}
 }
-
-var _ = errors.New

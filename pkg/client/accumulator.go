@@ -186,6 +186,14 @@ func (q *batchQueue) len() int { return len(q.items) - q.head }
 
 func (q *batchQueue) push(b *batch) { q.items = append(q.items, b) }
 
+// peek returns the next batch without taking it; nil when none is queued.
+func (q *batchQueue) peek() *batch {
+	if q.head == len(q.items) {
+		return nil
+	}
+	return q.items[q.head]
+}
+
 func (q *batchQueue) pop() *batch {
 	if q.head == len(q.items) {
 		return nil

@@ -20,9 +20,14 @@ const DefaultAddr = "127.0.0.1:50051"
 // Defaults of the client options.
 const (
 	DefaultDialTimeout    = 10 * time.Second
-	DefaultRetryAttempts  = 10
+	DefaultRetryAttempts  = 15
 	DefaultRetryBackoff   = 100 * time.Millisecond
 	DefaultMaxRecvMsgSize = 64 << 20
+
+	// leaderConnectTimeout bounds the wait for a connection to a partition
+	// leader named by the broker; past it the Client keeps relaying
+	// through the dialled nodes.
+	leaderConnectTimeout = 2 * time.Second
 )
 
 // Client is a connection to a Hermes broker. It is safe for concurrent use;
@@ -35,8 +40,20 @@ type Client struct {
 	log   *slog.Logger
 	retry RetryPolicy
 
-	mu     sync.Mutex
-	closed bool // Lock: mu.
+	mu      sync.Mutex
+	closed  bool                        // Lock: mu.
+	leaders map[string]*grpc.ClientConn // Lock: mu. Connections to partition leaders, by address.
+	// unreachable holds leader addresses that could not be connected to,
+	// with when to try again. Lock: mu.
+	unreachable map[string]time.Time
+	// unaryLeader is the leader last named for a partition in an answer
+	// to Client.Publish. Lock: mu.
+	unaryLeader map[topicPartition]string
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
 }
 
 type clientConfig struct {
@@ -45,6 +62,7 @@ type clientConfig struct {
 	retry       RetryPolicy
 	dialOpts    []grpc.DialOption
 	recvMax     int
+	direct      bool // send to partition leaders directly
 }
 
 // Option configures Dial.
@@ -63,13 +81,15 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithRetry sets how often a retriable failure (UNAVAILABLE,
 // RESOURCE_EXHAUSTED, a broken stream) is tried in total and the first
-// backoff; later backoffs double up to 20 times the first. maxAttempts < 1
+// backoff; later backoffs double up to 10 times the first (as Kafka's
+// client: retrying often enough to see a new leader soon after an
+// election). With the defaults retries span about 12 s. maxAttempts < 1
 // counts as 1 (no retry). Defaults: DefaultRetryAttempts,
 // DefaultRetryBackoff. The policy applies to admin calls, Publish, a
 // Producer's batches and a Consumer's reconnects.
 func WithRetry(maxAttempts int, backoff time.Duration) Option {
 	return func(c *clientConfig) {
-		c.retry = RetryPolicy{MaxAttempts: maxAttempts, Backoff: backoff, MaxBackoff: 20 * backoff}
+		c.retry = RetryPolicy{MaxAttempts: maxAttempts, Backoff: backoff, MaxBackoff: 10 * backoff}
 	}
 }
 
@@ -79,6 +99,20 @@ func WithRetry(maxAttempts int, backoff time.Duration) Option {
 // its encode buffers.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *clientConfig) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// WithLeaderRouting sets whether publishes go straight to the leaders of
+// their partitions (default true). A cluster node relays a publish for a
+// partition it does not lead and names the leader in its answer; with
+// leader routing the Client then connects to that leader (at the address
+// the node advertises, --advertise-grpc-addr) and sends the partition's
+// next publishes there, saving a network hop and the relaying node's
+// work. A leader that cannot be reached within 2 s is not tried again for
+// 30 s: its partitions keep going through the dialled nodes. Turn it off
+// when the nodes' advertised addresses are not reachable from the client
+// (e.g. behind a single load balancer address).
+func WithLeaderRouting(on bool) Option {
+	return func(c *clientConfig) { c.direct = on }
 }
 
 // WithMaxReceiveBytes bounds the size of one message received from the
@@ -103,6 +137,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		dialTimeout: DefaultDialTimeout,
 		retry:       defaultRetry(),
 		recvMax:     DefaultMaxRecvMsgSize,
+		direct:      true,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -119,8 +154,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.recvMax)),
 	}, cfg.dialOpts...)
+	cfg.dialOpts = dopts // for the connections to leaders
 	if nodes != nil {
-		dopts = append(dopts, grpc.WithResolvers(nodes))
+		dopts = append(dopts[:len(dopts):len(dopts)], grpc.WithResolvers(nodes))
 	}
 	conn, err := grpc.NewClient(target, dopts...)
 	if err != nil {
@@ -177,7 +213,67 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	for _, lc := range c.leaders {
+		lc.Close()
+	}
+	c.leaders = nil
 	return c.conn.Close()
+}
+
+// leaderAPI returns the API of the node at addr, a partition leader named
+// by the broker, once its connection is ready (bounded by ctx and
+// leaderConnectTimeout). The connection is made on first use and kept
+// until Close; "" is the Client's own connection. An address that could
+// not be connected to fails at once for avoidAfterFailedConnect.
+func (c *Client) leaderAPI(ctx context.Context, addr string) (hermesv1.HermesClient, error) {
+	if addr == "" {
+		return c.api, nil
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if until, ok := c.unreachable[addr]; ok {
+		if time.Now().Before(until) {
+			c.mu.Unlock()
+			return nil, &Error{Code: CodeUnavailable, Retriable: true, Message: "leader " + addr + " was not reachable recently"}
+		}
+		delete(c.unreachable, addr)
+	}
+	conn := c.leaders[addr]
+	if conn != nil && conn.GetState() == connectivity.TransientFailure {
+		conn.Close() // a fresh connection, not one waiting out a long backoff
+		conn = nil
+	}
+	if conn == nil {
+		var err error
+		if conn, err = grpc.NewClient(addr, c.cfg.dialOpts...); err != nil {
+			c.mu.Unlock()
+			return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("connect to leader %s: %v", addr, err)}
+		}
+		if c.leaders == nil {
+			c.leaders = make(map[string]*grpc.ClientConn)
+		}
+		c.leaders[addr] = conn
+	}
+	c.mu.Unlock()
+	if err := waitReady(ctx, conn, leaderConnectTimeout); err != nil {
+		c.mu.Lock()
+		if c.leaders[addr] == conn {
+			delete(c.leaders, addr)
+			conn.Close()
+		}
+		if ctx.Err() == nil {
+			if c.unreachable == nil {
+				c.unreachable = make(map[string]time.Time)
+			}
+			c.unreachable[addr] = time.Now().Add(avoidAfterFailedConnect)
+		}
+		c.mu.Unlock()
+		return nil, fmt.Errorf("connect to leader %s: %w", addr, err)
+	}
+	return hermesv1.NewHermesClient(conn), nil
 }
 
 // isClosed reports whether Close was called.

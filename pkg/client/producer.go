@@ -68,13 +68,15 @@ func WithMaxInFlight(n int) ProducerOption {
 }
 
 // Producer publishes records of one topic asynchronously: it batches them
-// per partition and pipelines packed batches over one PublishStream.
-// It is safe for concurrent use. Retriable failures (RESOURCE_EXHAUSTED,
-// UNAVAILABLE, a broken stream) are retried with the same message ids, up
-// to the Client's RetryPolicy attempts per batch. The broker does not drop
-// duplicates yet: a batch resent after its answer was lost (a broken
-// stream) may be stored twice, each copy with the same message ids, so
-// consumers can recognise them.
+// per partition and pipelines packed batches over a PublishStream: one to
+// the dialled node, and on a cluster one to each partition leader the
+// broker named (see WithLeaderRouting). It is safe for concurrent use.
+// Retriable failures (RESOURCE_EXHAUSTED, UNAVAILABLE, a broken stream)
+// are retried with the same message ids, up to the Client's RetryPolicy
+// attempts per batch. The broker answers a batch it already stored within
+// its duplicate window (2 minutes by default) with the stored copy's
+// offsets; past that window a resent batch may be stored twice, each copy
+// with the same message ids, so consumers can recognise them.
 //
 // The partition count is read once at creation: partitions added later
 // receive no records from this Producer.
@@ -94,8 +96,9 @@ type Producer struct {
 	buffered int64             // Invariant: the sum of bytes of live batches.
 	space    chan struct{}     // closed and replaced when buffered drops, if waiters > 0
 	waiters  int
-	stream   *pubStream // current stream, nil when none
-	inflight int        // Invariant: 0 <= inflight <= cfg.maxInFlight
+	streams  map[string]*pubStream // open streams by node address ("": the dialled node)
+	routes   routes
+	inflight int // Invariant: 0 <= inflight <= cfg.maxInFlight
 	nextReq  uint64
 	closed   bool // no more Publish
 	stopping bool // the sender should exit
@@ -103,7 +106,7 @@ type Producer struct {
 	wake       chan struct{} // cap 1: the sender has something to look at
 	stopCh     chan struct{} // closed by Close: the sender exits
 	senderDone chan struct{}
-	streams    sync.WaitGroup // receiver goroutines
+	receivers  sync.WaitGroup // one goroutine per stream
 	enc        encoder        // owned by the sender goroutine
 }
 
@@ -141,6 +144,7 @@ func (c *Client) NewProducer(ctx context.Context, topic string, opts ...Producer
 		c: c, topic: topic, cfg: cfg, maxMsg: int(info.Config.MaxMessageBytes),
 		acc:  newAccumulator(n, fixed, cfg.maxBytes, cfg.maxRecords, cfg.linger),
 		live: make(map[uint64]*batch), space: make(chan struct{}),
+		streams: make(map[string]*pubStream), routes: newRoutes(n, c.cfg.direct),
 		wake: make(chan struct{}, 1), stopCh: make(chan struct{}), senderDone: make(chan struct{}),
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -289,15 +293,18 @@ func (p *Producer) Close(ctx context.Context) error {
 	for _, b := range p.live {
 		left = append(left, b)
 	}
-	s := p.stream
+	streams := make([]*pubStream, 0, len(p.streams))
+	for _, s := range p.streams {
+		streams = append(streams, s)
+	}
 	p.mu.Unlock()
 	for _, b := range left {
 		p.finish(b, nil, ErrClosed)
 	}
-	if s != nil {
+	for _, s := range streams {
 		_ = s.stream.CloseSend()
 	}
 	p.cancel()
-	p.streams.Wait()
+	p.receivers.Wait()
 	return err
 }

@@ -19,6 +19,7 @@ import (
 // and not yet answered. The sender goroutine is its only writer; one
 // receiver goroutine reads it.
 type pubStream struct {
+	addr     string // the node's address; "" for the dialled node
 	stream   hermesv1.Hermes_PublishStreamClient
 	cancel   context.CancelFunc
 	inflight map[uint64]*batch // Lock: Producer.mu. By request id.
@@ -29,7 +30,8 @@ type pubStream struct {
 type work struct {
 	b        *batch
 	s        *pubStream
-	connect  bool
+	connect  bool   // to addr
+	addr     string // "" for the dialled node
 	stop     bool
 	deadline time.Time // of the earliest open batch, to wake for linger
 }
@@ -51,13 +53,25 @@ func (p *Producer) runSender() {
 			p.send(w.s, w.b)
 			continue
 		case w.connect:
-			err := p.connect()
+			err := p.connect(w.addr)
 			if err == nil {
-				failures = 0
+				if w.addr == "" {
+					failures = 0
+				}
 				continue
 			}
 			if p.closing() {
 				return // Close fails what is left with ErrClosed
+			}
+			if w.addr != "" {
+				// The leader cannot be reached from here: its partitions
+				// keep going through the dialled node, which relays.
+				p.c.log.Warn("hermes: cannot reach partition leader; relaying through the dialled node",
+					"topic", p.topic, "leader", w.addr, "err", err)
+				p.mu.Lock()
+				p.routes.broken(w.addr, true, time.Now())
+				p.mu.Unlock()
+				continue
 			}
 			failures++
 			p.c.log.Warn("hermes: publish stream connect failed", "topic", p.topic, "attempt", failures, "err", err)
@@ -78,8 +92,10 @@ func (p *Producer) runSender() {
 	}
 }
 
-// nextWork decides the sender's next step. A batch taken from the retry
-// queue already holds an in-flight slot; one taken from ready takes one.
+// nextWork decides the sender's next step: send the next queued batch on
+// its partition's stream, or open that stream first. A batch taken from
+// the retry queue already holds an in-flight slot; one taken from ready
+// takes one.
 func (p *Producer) nextWork(now time.Time) work {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -87,22 +103,27 @@ func (p *Producer) nextWork(now time.Time) work {
 		return work{stop: true}
 	}
 	deadline := p.acc.expire(now)
-	if !p.acc.pending() {
+	q := &p.acc.retry
+	if q.len() == 0 {
+		if p.inflight >= p.cfg.maxInFlight || p.acc.ready.len() == 0 {
+			return work{deadline: deadline}
+		}
+		q = &p.acc.ready
+	}
+	addr, ok := p.routes.of(q.peek().partition, now)
+	if !ok { // the partition moves to its leader once its batches in flight are answered
 		return work{deadline: deadline}
 	}
-	if p.stream == nil {
-		return work{connect: true}
+	s := p.streams[addr]
+	if s == nil {
+		return work{connect: true, addr: addr}
 	}
-	if b := p.acc.retry.pop(); b != nil {
-		return work{b: b, s: p.stream}
+	b := q.pop()
+	if q == &p.acc.ready {
+		b.slot = true
+		p.inflight++
 	}
-	if p.inflight >= p.cfg.maxInFlight {
-		return work{deadline: deadline}
-	}
-	b := p.acc.ready.pop()
-	b.slot = true
-	p.inflight++
-	return work{b: b, s: p.stream}
+	return work{b: b, s: s}
 }
 
 // pause waits d; false means the producer is stopping.
@@ -116,21 +137,34 @@ func (p *Producer) pause(t *time.Timer, d time.Duration) bool {
 	}
 }
 
-// connect opens a new PublishStream and starts its receiver.
-func (p *Producer) connect() error {
+// connect opens a new PublishStream to the node at addr ("": the dialled
+// node) and starts its receiver.
+func (p *Producer) connect(addr string) error {
+	api, err := p.c.leaderAPI(p.ctx, addr)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(p.ctx)
-	st, err := p.c.api.PublishStream(ctx)
+	st, err := api.PublishStream(ctx)
 	if err != nil {
 		cancel()
 		return fromRPC(ctx, err)
 	}
-	s := &pubStream{stream: st, cancel: cancel, inflight: make(map[uint64]*batch)}
+	s := &pubStream{addr: addr, stream: st, cancel: cancel, inflight: make(map[uint64]*batch)}
 	p.mu.Lock()
-	p.stream = s
+	p.streams[addr] = s
 	p.mu.Unlock()
-	p.streams.Add(1)
+	p.receivers.Add(1)
 	go p.runReceiver(s)
 	return nil
+}
+
+// dropStream forgets s as its node's open stream. Lock: mu must be held.
+func (p *Producer) dropStream(s *pubStream) {
+	s.broken = true
+	if p.streams[s.addr] == s {
+		delete(p.streams, s.addr)
+	}
 }
 
 // send encodes b (once; retries resend the same bytes, hence the same
@@ -158,14 +192,12 @@ func (p *Producer) send(s *pubStream, b *batch) {
 	p.nextReq++
 	req.RequestId = p.nextReq
 	s.inflight[req.RequestId] = b
+	p.routes.sent(part)
 	p.mu.Unlock()
 	if err := s.stream.Send(req); err != nil {
 		// The receiver's Recv fails too and requeues what was in flight.
 		p.mu.Lock()
-		s.broken = true
-		if p.stream == s {
-			p.stream = nil
-		}
+		p.dropStream(s)
 		p.mu.Unlock()
 		s.cancel()
 	}
@@ -173,7 +205,7 @@ func (p *Producer) send(s *pubStream, b *batch) {
 
 // runReceiver reads s's responses until it breaks.
 func (p *Producer) runReceiver(s *pubStream) {
-	defer p.streams.Done()
+	defer p.receivers.Done()
 	for {
 		resp, err := s.stream.Recv()
 		if err != nil {
@@ -183,6 +215,14 @@ func (p *Producer) runReceiver(s *pubStream) {
 		p.mu.Lock()
 		b := s.inflight[resp.GetRequestId()]
 		delete(s.inflight, resp.GetRequestId())
+		if b != nil {
+			p.routes.answered(b.partition)
+			leader := resp.GetLeaderAddress()
+			if leader == "" {
+				leader = resp.GetError().GetLeaderAddress()
+			}
+			p.routes.learn(b.partition, leader)
+		}
 		p.mu.Unlock()
 		if b == nil {
 			p.c.log.Warn("hermes: publish response for unknown request", "request_id", resp.GetRequestId())
@@ -242,14 +282,15 @@ func (p *Producer) streamFailed(s *pubStream, recvErr error) {
 		err = &Error{Code: CodeUnavailable, Retriable: true, Message: "publish stream cancelled: " + recvErr.Error()}
 	}
 	p.mu.Lock()
-	s.broken = true
-	if p.stream == s {
-		p.stream = nil
-	}
+	p.dropStream(s)
+	// Its partitions go back to the dialled node, which knows whether
+	// the leader changed.
+	p.routes.broken(s.addr, false, time.Now())
 	bs := make([]*batch, 0, len(s.inflight))
 	for id, b := range s.inflight {
 		bs = append(bs, b)
 		delete(s.inflight, id)
+		p.routes.answered(b.partition)
 	}
 	p.mu.Unlock()
 	s.cancel()

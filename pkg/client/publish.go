@@ -75,7 +75,11 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs []*Message, opt
 	}
 	var resp *hermesv1.PublishResponse
 	err := c.call(ctx, func(ctx context.Context) (e error) {
-		resp, e = c.api.Publish(ctx, req)
+		if !cfg.hasPartition {
+			resp, e = c.api.Publish(ctx, req)
+			return e
+		}
+		resp, e = c.publishToLeader(ctx, topicPartition{topic, cfg.partition}, req)
 		return e
 	})
 	if err != nil {
@@ -90,6 +94,47 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs []*Message, opt
 		acks[i] = Ack{ID: msgs[i].ID, Partition: a.GetPartition(), Offset: a.GetOffset(), Mode: Mode(resp.GetMode())}
 	}
 	return acks, nil
+}
+
+// publishToLeader sends req, whose records all go to tp, to tp's leader
+// when an earlier answer named it (and leader routing is on), else to the
+// dialled node, and remembers the leader the answer names. After a
+// failure at the leader the next try goes to the dialled node, which
+// knows whether the leader changed.
+func (c *Client) publishToLeader(ctx context.Context, tp topicPartition, req *hermesv1.PublishRequest) (*hermesv1.PublishResponse, error) {
+	c.mu.Lock()
+	addr := c.unaryLeader[tp]
+	c.mu.Unlock()
+	if addr != "" {
+		api, err := c.leaderAPI(ctx, addr)
+		if err == nil {
+			resp, err := api.Publish(ctx, req)
+			if err != nil {
+				c.setUnaryLeader(tp, "")
+			}
+			return resp, err
+		}
+		c.log.Debug("hermes: cannot reach partition leader; publishing through the dialled node", "leader", addr, "err", err)
+		c.setUnaryLeader(tp, "")
+	}
+	resp, err := c.api.Publish(ctx, req)
+	if l := resp.GetLeaderAddress(); err == nil && l != "" && c.cfg.direct {
+		c.setUnaryLeader(tp, l)
+	}
+	return resp, err
+}
+
+func (c *Client) setUnaryLeader(tp topicPartition, addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if addr == "" {
+		delete(c.unaryLeader, tp)
+		return
+	}
+	if c.unaryLeader == nil {
+		c.unaryLeader = make(map[topicPartition]string)
+	}
+	c.unaryLeader[tp] = addr
 }
 
 // ensureID gives m a new UUIDv7 when its ID is zero.

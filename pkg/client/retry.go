@@ -21,7 +21,7 @@ func defaultRetry() RetryPolicy {
 	return RetryPolicy{
 		MaxAttempts: DefaultRetryAttempts,
 		Backoff:     DefaultRetryBackoff,
-		MaxBackoff:  20 * DefaultRetryBackoff,
+		MaxBackoff:  10 * DefaultRetryBackoff,
 	}
 }
 

@@ -118,6 +118,7 @@ func publishResponse(id uint64, res *broker.PublishResult) *pb.PublishResponse {
 	resp := &pb.PublishResponse{
 		RequestId: id, Mode: modeToPB(res.Mode),
 		Partition: res.Partition, BaseOffset: res.BaseOffset, Count: int32(res.Count),
+		LeaderAddress: res.Leader,
 	}
 	if len(res.Acks) > 0 {
 		resp.Acks = make([]*pb.RecordAck, len(res.Acks))

@@ -1618,7 +1618,12 @@ type PublishResponse struct {
 	Mode DeliveryMode `protobuf:"varint,6,opt,name=mode,proto3,enum=hermes.v1.DeliveryMode" json:"mode,omitempty"`
 	// Set on PublishStream when this request failed (unary calls use the
 	// gRPC status instead). Nothing of a failed request was acknowledged.
-	Error         *ErrorInfo `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	Error *ErrorInfo `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// On a cluster, set when the node relayed the request to the
+	// partition's leader: that leader's gRPC address, so that a client can
+	// send the partition's next requests there directly. Only for requests
+	// whose records all went to one partition.
+	LeaderAddress string `protobuf:"bytes,8,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1700,6 +1705,13 @@ func (x *PublishResponse) GetError() *ErrorInfo {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *PublishResponse) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
 }
 
 type FetchRequest struct {
@@ -3965,7 +3977,7 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"_partition\"A\n" +
 	"\tRecordAck\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x88\x02\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\xaf\x02\n" +
 	"\x0fPublishResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12(\n" +
@@ -3975,7 +3987,8 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"baseOffset\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\x05R\x05count\x12+\n" +
 	"\x04mode\x18\x06 \x01(\x0e2\x17.hermes.v1.DeliveryModeR\x04mode\x12*\n" +
-	"\x05error\x18\a \x01(\v2\x14.hermes.v1.ErrorInfoR\x05error\"\xd0\x01\n" +
+	"\x05error\x18\a \x01(\v2\x14.hermes.v1.ErrorInfoR\x05error\x12%\n" +
+	"\x0eleader_address\x18\b \x01(\tR\rleaderAddress\"\xd0\x01\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/client"
+	"github.com/hermes-mq/hermes/pkg/record"
+	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+// relayedBatches reads a node's hermes_publish_relayed_batches_total for
+// topic: the publishes it relayed to other nodes.
+func relayedBatches(t testing.TB, n *testcluster.Node, topic string) int {
+	t.Helper()
+	prefix := `hermes_publish_relayed_batches_total{topic="` + topic + `"} `
+	for _, line := range strings.Split(n.Metrics(), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return int(f)
+		}
+	}
+	t.Fatalf("node %s exposes no %s", n.GRPCAddr, strings.TrimSpace(prefix))
+	return 0
+}
+
+// partitionLeaders waits until node c sees each of the topic's partitions
+// led by its preferred replica (the first), where leader balancing keeps
+// it, and returns the leaders.
+func partitionLeaders(t testing.TB, c pb.HermesClient, topic string, partitions int) map[int32]uint64 {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := c.DescribeCluster(ctx, &pb.DescribeClusterRequest{})
+		cancel()
+		leaders := map[int32]uint64{}
+		if err == nil {
+			for _, p := range resp.Partitions {
+				if p.Topic == topic && p.Leader != 0 && len(p.Replicas) > 0 && p.Leader == p.Replicas[0] {
+					leaders[p.Partition] = p.Leader
+				}
+			}
+		}
+		if len(leaders) == partitions {
+			return leaders
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partitions of %s led by their preferred replicas after 20s: %v (err %v)", topic, leaders, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// publishAll publishes n records through p, keyed to spread over every
+// partition, and waits for every acknowledgement; it returns the ids.
+func publishAll(t *testing.T, p *client.Producer, n int) []record.MessageID {
+	t.Helper()
+	ctx := ctxT(t, 60*time.Second)
+	futs := make([]*client.Future, n)
+	for i := range futs {
+		futs[i] = p.Publish(ctx, &client.Message{Key: fmt.Appendf(nil, "key-%d", i), Payload: fmt.Appendf(nil, "record %d", i)})
+	}
+	ids := make([]record.MessageID, n)
+	for i, f := range futs {
+		ack, err := f.Wait(ctx)
+		if err != nil {
+			t.Fatalf("record %d of %d: %v", i, n, err)
+		}
+		ids[i] = record.MessageID(ack.ID)
+	}
+	return ids
+}
+
+// TestClusterProducerGoesToLeaders: a Producer dialled to one node of
+// three sends its first batches through that node, which relays those of
+// partitions it does not lead and names their leaders; from then on the
+// Producer sends to the leaders itself, and the node relays nothing more.
+// With WithLeaderRouting(false) the node keeps relaying (the control).
+// Client.Publish to a fixed partition learns its leader the same way.
+// When a leader is killed, the Producer falls back to the dialled node
+// and finds the new leader; every acknowledged record is in the topic
+// exactly once.
+func TestClusterProducerGoesToLeaders(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, nodes)
+	const topic = "routed"
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: topic, Config: &pb.TopicConfig{Partitions: 3}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := partitionLeaders(t, cs[0], topic, 3)
+	// The clients dial the node leading the fewest partitions.
+	led := make([]int, len(nodes))
+	for _, l := range leaders {
+		led[l-1]++
+	}
+	e := slices.Index(led, slices.Min(led))
+	entry := nodes[e]
+	var remote int32 = -1 // a partition the entry node does not lead
+	for part, l := range leaders {
+		if l != uint64(e+1) {
+			remote = part
+		}
+	}
+	t.Logf("partition leaders %v; the clients dial node %d", leaders, e+1)
+
+	ctx := context.Background()
+	c, err := client.Dial(ctx, entry.GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	prod, err := c.NewProducer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prod.Close(context.Background()) })
+
+	var acked []record.MessageID
+	acked = append(acked, publishAll(t, prod, 3000)...)
+	learned := relayedBatches(t, entry, topic)
+	if learned == 0 {
+		t.Fatalf("node %d relayed nothing, yet it leads only some of %v", e+1, leaders)
+	}
+	acked = append(acked, publishAll(t, prod, 3000)...)
+	if n := relayedBatches(t, entry, topic); n != learned {
+		t.Fatalf("node %d relayed %d more batches after the producer learned the leaders", e+1, n-learned)
+	}
+	t.Logf("relayed while learning the leaders: %d batches; after: 0", learned)
+
+	// The control: without leader routing the entry node relays on.
+	plain, err := client.Dial(ctx, entry.GRPCAddr, client.WithLeaderRouting(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	pp, err := plain.NewProducer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked = append(acked, publishAll(t, pp, 3000)...)
+	pp.Close(ctx)
+	before := relayedBatches(t, entry, topic)
+	if before == learned {
+		t.Fatal("without leader routing the entry node relayed nothing: the control cannot tell")
+	}
+
+	// Client.Publish to one partition: the first call is relayed, the
+	// next go to the leader.
+	for i := range 3 {
+		acks, err := c.Publish(ctxT(t, 10*time.Second), topic, []*client.Message{{Payload: []byte("unary")}}, client.WithPartition(remote))
+		if err != nil {
+			t.Fatalf("unary publish %d: %v", i, err)
+		}
+		acked = append(acked, record.MessageID(acks[0].ID))
+	}
+	if n := relayedBatches(t, entry, topic) - before; n != 1 {
+		t.Fatalf("three unary publishes to partition %d: node %d relayed %d, want 1 (the first)", remote, e+1, n)
+	}
+
+	// Kill the leader of a partition the producer now sends to directly.
+	victim := nodes[leaders[remote]-1]
+	victim.Kill()
+	killed := time.Now()
+	key := []byte("k")
+	for i := 0; record.KeyPartition(key, 3) != remote; i++ {
+		key = fmt.Appendf(nil, "k%d", i)
+	}
+	ack, err := prod.Publish(ctx, &client.Message{Key: key, Payload: []byte("first after the kill")}).Wait(ctxT(t, 30*time.Second))
+	if err != nil {
+		t.Fatalf("first publish to partition %d after its leader was killed: %v", remote, err)
+	}
+	acked = append(acked, record.MessageID(ack.ID))
+	t.Logf("failover seen by the producer: partition %d acknowledged again %v after its leader was killed", remote, time.Since(killed).Round(time.Millisecond))
+	acked = append(acked, publishAll(t, prod, 3000)...)
+	t.Logf("3000 records acknowledged %v after killing node %d (leader of partition %d)", time.Since(killed).Round(time.Millisecond), leaders[remote], remote)
+	acked = append(acked, publishAll(t, prod, 3000)...)
+
+	// Every acknowledged record is stored exactly once (the entry may apply
+	// the last commits a moment after the leader acknowledged them).
+	var seen map[record.MessageID]int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		seen = map[record.MessageID]int{}
+		for part := range int32(3) {
+			for _, r := range readAll(t, cs[e], topic, part) {
+				seen[r.MessageID]++
+			}
+		}
+		if len(seen) >= len(acked) || time.Now().After(deadline) {
+			break
+		}
+	}
+	for i, id := range acked {
+		if seen[id] != 1 {
+			t.Fatalf("acknowledged record %d (%v) is stored %d times", i, id, seen[id])
+		}
+	}
+	if len(seen) != len(acked) {
+		t.Fatalf("the topic holds %d records, %d were acknowledged", len(seen), len(acked))
+	}
+}
