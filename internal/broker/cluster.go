@@ -95,7 +95,7 @@ func (b *Broker) startCluster() error {
 		cn.tr.Close()
 		return fmt.Errorf("cluster: listen on %s: %w", c.RaftAddr, err)
 	}
-	cn.srv = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	cn.srv = grpc.NewServer(append(replication.TransportServerOptions(), grpc.MaxRecvMsgSize(64<<20))...)
 	cn.tr.Register(cn.srv)
 	go cn.srv.Serve(lis)
 	b.cl = cn
