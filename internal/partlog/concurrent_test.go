@@ -126,7 +126,7 @@ func TestReaderKeepsDeletedSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := v.collect(pos, h, 1<<20, f.l.NextOffset())
+	b, err := v.collect(nil, pos, h, 1<<20, f.l.NextOffset())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,10 @@ package partlog
 import (
 	"errors"
 	"fmt"
-	"github.com/hermes-mq/hermes/pkg/record"
+	"slices"
 	"sort"
+
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // segView is what a reader needs of a segment, taken under Log.mu with a
@@ -33,9 +35,18 @@ type segView struct {
 // the valid range, when offset < StartOffset() or offset > NextOffset();
 // ErrCorrupt-wrapped naming file and position when a batch read is bad.
 func (l *Log) Read(offset int64, maxBytes int, limit int64) ([]byte, error) {
+	b, err := l.ReadAppend(nil, offset, maxBytes, limit)
+	return b[:len(b):len(b)], err
+}
+
+// ReadAppend is Read appending the batches to dst instead of a fresh
+// slice: a caller that knows how many bytes it reads can read them once,
+// into a buffer of the right size. It returns dst unchanged when Read
+// would return nil.
+func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, limit int64) ([]byte, error) {
 	v, err := l.viewAt(offset, limit)
 	if err != nil || v.seg == nil {
-		return nil, err
+		return dst, err
 	}
 	defer v.seg.release()
 	pos, base := lookupOffset(v.entries, v.seg.base, offset)
@@ -44,9 +55,9 @@ func (l *Log) Read(offset int64, maxBytes int, limit int64) ([]byte, error) {
 		err = fmt.Errorf("%w: %s has no batch holding offset %d", ErrCorrupt, v.seg.path(logSuffix), offset)
 	}
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
-	return v.collect(pos, h, maxBytes, limit)
+	return v.collect(dst, pos, h, maxBytes, limit)
 }
 
 // viewAt checks offset and returns a view of the segment holding it, or a
@@ -75,11 +86,12 @@ func (l *Log) view(seg *segment) segView {
 
 // collect reads the batch at pos (header h) and those after it that fit
 // maxBytes and start below limit, with one read.
-func (v segView) collect(pos int64, h BatchHeader, maxBytes int, limit int64) ([]byte, error) {
-	n := min(v.readable-pos, max(int64(maxBytes), int64(h.Size())))
-	buf := make([]byte, n)
+func (v segView) collect(dst []byte, pos int64, h BatchHeader, maxBytes int, limit int64) ([]byte, error) {
+	n := int(min(v.readable-pos, max(int64(maxBytes), int64(h.Size()))))
+	out := slices.Grow(dst, n)
+	buf := out[len(dst) : len(dst)+n]
 	if err := v.seg.readAt(buf, pos); err != nil {
-		return nil, err
+		return dst, err
 	}
 	end, next := 0, h.BaseOffset
 	for end < len(buf) {
@@ -91,12 +103,12 @@ func (v segView) collect(pos int64, h BatchHeader, maxBytes int, limit int64) ([
 			err = fmt.Errorf("%w: base offset %d, want %d", ErrCorrupt, bh.BaseOffset, next)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s at position %d: %w", v.seg.path(logSuffix), pos+int64(end), err)
+			return dst, fmt.Errorf("%s at position %d: %w", v.seg.path(logSuffix), pos+int64(end), err)
 		}
 		end += bh.Size()
 		next = bh.NextOffset()
 	}
-	return buf[:end:end], nil
+	return out[:len(dst)+end], nil
 }
 
 // OffsetForTime returns the first offset whose record timestamp is >= ts,

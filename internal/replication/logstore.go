@@ -65,7 +65,8 @@ type entryPos struct {
 	// off and next bound the entry's records: offsets [off, next). For an
 	// entry without records off == next, the offset where it stands.
 	off, next int64
-	side      bool // the entry carries no records; its data is in raftState.side
+	bytes     int64 // the size of the entry's batches in the log
+	side      bool  // the entry carries no records; its data is in raftState.side
 }
 
 // Appended describes an entry carrying batches that Append stored.
@@ -246,6 +247,7 @@ func (s *LogStore) scan(from int64) (map[uint64]entryPos, error) {
 				pos = entryPos{term: h.RaftTerm, off: h.BaseOffset}
 			}
 			pos.next = h.NextOffset()
+			pos.bytes += int64(h.Size())
 			data[h.RaftIndex] = pos
 			raw, off = raw[h.Size():], h.NextOffset()
 		}
@@ -346,7 +348,7 @@ func (s *LogStore) appendEntry(e *pb.Entry, now time.Time) (Appended, error) {
 		s.dirty = true
 		return Appended{}, nil
 	}
-	next := off
+	next, size := off, int64(len(body))
 	for len(body) > 0 {
 		h, err := record.ParseBatch(body)
 		if err != nil {
@@ -365,7 +367,7 @@ func (s *LogStore) appendEntry(e *pb.Entry, now time.Time) (Appended, error) {
 		next += int64(h.RecordCount)
 		body = body[h.Size():]
 	}
-	s.ents = append(s.ents, entryPos{term: term, off: off, next: next})
+	s.ents = append(s.ents, entryPos{term: term, off: off, next: next, bytes: size})
 	return Appended{Index: idx, Term: term, Proposal: p, First: off, Next: next}, nil
 }
 
@@ -668,23 +670,25 @@ func (s *LogStore) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	return out, nil
 }
 
-// readData rebuilds the data of an entry carrying batches from the log.
+// readData rebuilds the data of an entry carrying batches from the log,
+// reading its batches once, straight into the entry's buffer.
 func (s *LogStore) readData(p entryPos) ([]byte, error) {
-	data := EncodeEntry(nil, Proposal{})
+	data := EncodeEntry(make([]byte, 0, envelopeSize+int(p.bytes)), Proposal{})
 	for off := p.off; off < p.next; {
-		raw, err := s.log.Read(off, 1<<20, p.next)
+		n := len(data)
+		var err error
+		data, err = s.log.ReadAppend(data, off, max(int(int64(envelopeSize)+p.bytes)-n, 1), p.next)
 		if err != nil {
 			return nil, fmt.Errorf("%s: read entry at offset %d: %w", s.group, off, err)
 		}
-		if len(raw) == 0 {
+		if len(data) == n {
 			return nil, fmt.Errorf("%s: entry records [%d, %d) not in the log", s.group, p.off, p.next)
 		}
-		for len(raw) > 0 {
+		for raw := data[n:]; len(raw) > 0; {
 			h, err := record.ParseHeader(raw)
 			if err != nil {
 				return nil, err
 			}
-			data = append(data, raw[:h.Size()]...)
 			raw, off = raw[h.Size():], h.NextOffset()
 		}
 	}
