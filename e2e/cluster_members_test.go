@@ -462,3 +462,173 @@ func TestClusterRetentionOnReplicatedPartitions(t *testing.T) {
 		return e >= end+10
 	})
 }
+
+// TestClusterRebalanceThroughLeaderKill: replicas move onto a fourth node
+// while an SDK producer publishes, and the leader of a moving partition is
+// killed with SIGKILL in the middle of the move and restarted. The moves
+// still complete (each step is checked against the group's actual voters
+// by whichever replica leads next); every acknowledged record is stored
+// once on every replica, and the replicas are byte-identical.
+func TestClusterRebalanceThroughLeaderKill(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "info")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "moving",
+			Config: &pb.TopicConfig{Partitions: 4, ReplicationFactor: 2}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raft4 := testcluster.FreeAddr(t)
+	var peers []string
+	for i, n := range nodes {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, n.RaftAddr))
+	}
+	peers = append(peers, "4="+raft4)
+	n4 := testcluster.StartNode(t, "--node-id", "4", "--raft-addr", raft4, "--peers", strings.Join(peers, ","), "--join", "--log-level", "info")
+	c4, _ := dial(t, n4)
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(testcluster.Binary(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("hermes %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	cli("cluster", "join", "--addr", nodes[0].GRPCAddr, "--node-id", "4", "--raft-addr", raft4)
+	waitFor(t, 20*time.Second, "node 4 registered", func() bool {
+		resp, err := cs[0].DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		return err == nil && len(resp.Nodes) == 4
+	})
+
+	// An SDK producer publishes throughout, through the three first nodes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pc, err := client.Dial(ctx, nodes[0].GRPCAddr+","+nodes[1].GRPCAddr+","+nodes[2].GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	prod, err := pc.NewProducer(ctx, "moving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prod.Close(context.Background()) })
+	stop := make(chan struct{})
+	type sent struct {
+		f   *client.Future
+		key int
+	}
+	var futs []sent
+	pubDone := make(chan struct{})
+	go func() {
+		defer close(pubDone)
+		for i := 0; i < 20000; i++ { // bounded: 100 per 20 ms for at most ~4 s of moves and kills, then stop
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			futs = append(futs, sent{prod.Publish(ctx, &client.Message{Key: fmt.Appendf(nil, "k%d", i), Payload: fmt.Appendf(nil, "r%d", i)}), i})
+			if i%100 == 99 {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+
+	cli("cluster", "rebalance", "--addr", nodes[1].GRPCAddr)
+	// Kill the leader of a partition that is moving onto node 4.
+	var victim uint64
+	waitFor(t, 10*time.Second, "a partition moving onto node 4 with a known leader", func() bool {
+		resp, err := cs[1].DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			return false
+		}
+		for _, p := range resp.Partitions {
+			if p.Topic == "moving" && slices.Contains(p.Target, 4) && p.Leader != 0 && p.Leader != 4 {
+				victim = p.Leader
+				return true
+			}
+		}
+		return false
+	})
+	nodes[victim-1].Kill()
+	t.Logf("killed node %d, leader of a partition moving onto node 4", victim)
+	time.Sleep(2 * time.Second)
+	nodes[victim-1].Start()
+	live := cs[victim%3] // a node that stayed up
+	start := time.Now()
+	var state string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := live.DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		moving := err != nil
+		state = fmt.Sprint(err)
+		if err == nil {
+			state = ""
+			for _, p := range resp.Partitions {
+				state += fmt.Sprintf("\n  %s/%d leader %d replicas %v target %v", p.Topic, p.Partition, p.Leader, p.Replicas, p.Target)
+				if p.Topic == "moving" && len(p.Target) > 0 {
+					moving = true
+				}
+			}
+		}
+		if !moving {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("moves not done 60s after node %d came back:%s", victim, state)
+		}
+	}
+	t.Logf("moves done %v after node %d came back", time.Since(start).Round(time.Millisecond), victim)
+	close(stop)
+	<-pubDone
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int32][]record.MessageID{}
+	for _, s := range futs {
+		ack, err := s.f.Wait(ctx)
+		if err != nil {
+			t.Fatalf("record k%d: %v", s.key, err)
+		}
+		acked[ack.Partition] = append(acked[ack.Partition], record.MessageID(ack.ID))
+	}
+	t.Logf("%d records acknowledged during the moves", len(futs))
+
+	all := append(slices.Clone(cs), c4)
+	held := 0
+	for p := int32(0); p < 4; p++ {
+		replicas := mustReplicas(t, live, p)
+		if slices.Contains(replicas, 4) {
+			held++
+		}
+		var ref []byte
+		for _, r := range replicas {
+			var got []record.Record
+			waitFor(t, 20*time.Second, fmt.Sprintf("node %d holds every acknowledged record of moving/%d", r, p), func() bool {
+				got = readAll(t, all[r-1], "moving", p)
+				return len(got) >= len(acked[p])
+			})
+			seen := map[record.MessageID]int{}
+			for _, rec := range got {
+				seen[rec.MessageID]++
+			}
+			for _, id := range acked[p] {
+				if seen[id] != 1 {
+					t.Fatalf("node %d: acknowledged record %x of moving/%d is stored %d times", r, id[:4], p, seen[id])
+				}
+			}
+			raw := rawBatches(t, all[r-1], "moving", p)
+			if ref == nil {
+				ref = raw
+			} else if !bytes.Equal(raw, ref) {
+				t.Fatalf("node %d's copy of moving/%d differs from another replica's", r, p)
+			}
+		}
+	}
+	if held != 2 {
+		t.Fatalf("node 4 holds replicas of %d partitions after rebalancing 8 replicas over 4 nodes, want 2", held)
+	}
+}

@@ -241,6 +241,14 @@ func (g *MetaGroup) applyBatch(b []byte) {
 		return
 	}
 	for _, r := range recs {
+		g.mu.Lock()
+		seen := uint64(r.Offset)+1 <= g.md.Applied
+		g.mu.Unlock()
+		if seen {
+			// Replayed at open already: the replica hands a restarted
+			// node's last entries over again (LogStore.Applied).
+			continue
+		}
 		var cmd pb.Command
 		var ch Change
 		err := proto.Unmarshal(r.Payload, &cmd)

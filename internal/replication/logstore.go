@@ -405,12 +405,34 @@ func (s *LogStore) SetHardState(hs *pb.HardState) {
 	s.st.hard = proto.Clone(hs).(*pb.HardState)
 }
 
-// SetConfState records the group's configuration after a change.
-func (s *LogStore) SetConfState(cs *pb.ConfState) {
+// SetConfState records the group's configuration after the change at
+// index was applied.
+func (s *LogStore) SetConfState(cs *pb.ConfState, index uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.conf = proto.Clone(cs).(*pb.ConfState)
+	s.st.confIndex = index
 	s.dirty = true
+}
+
+// Applied is the index a replica opening this log has applied (raft's
+// Config.Applied): the persisted commit, except that a configuration
+// change committed but not reflected in the persisted ConfState (the
+// process died between persisting the commit and the next state write)
+// must be applied again, so the index stops before it. The entries after
+// it are handed to the owner again (OnCommit), which must accept entries
+// it has already seen.
+func (s *LogStore) Applied() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	applied := s.st.hard.GetCommit()
+	for idx, e := range s.st.side {
+		t := e.GetType()
+		if idx > s.st.confIndex && idx <= applied && (t == pb.EntryType_EntryConfChange || t == pb.EntryType_EntryConfChangeV2) {
+			applied = idx - 1
+		}
+	}
+	return applied
 }
 
 // Sync makes everything appended durable: the data log first, then the
@@ -589,6 +611,7 @@ func (s *LogStore) ApplySnapshot(snap *pb.Snapshot) (state []byte, offset int64,
 	s.mu.Lock()
 	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = md.GetIndex(), md.GetTerm(), offset
 	s.st.conf = proto.Clone(md.GetConfState()).(*pb.ConfState)
+	s.st.confIndex = md.GetIndex()
 	if s.st.hard.GetCommit() < md.GetIndex() {
 		s.st.hard.Commit = proto.Uint64(md.GetIndex())
 	}

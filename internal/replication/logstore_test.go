@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -281,5 +282,77 @@ func compareStores(t *testing.T, s *LogStore, ref *raft.MemoryStorage) {
 		} else {
 			next = off
 		}
+	}
+}
+
+func confEntry(idx, term, node uint64) *pb.Entry {
+	data, _ := proto.Marshal(&pb.ConfChange{Type: pb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: proto.Uint64(node)})
+	return &pb.Entry{Index: proto.Uint64(idx), Term: proto.Uint64(term), Type: pb.EntryType_EntryConfChange.Enum(), Data: data}
+}
+
+// A commit is persisted before the entries it covers are applied. When the
+// process dies in between, the configuration changes among them are not
+// in the persisted ConfState: the replica must apply them again, not start
+// as applied up to the commit with a configuration lacking them (a node
+// then missing from its own group cannot campaign, and a move waiting to
+// transfer leadership to it never ends).
+func TestLogStoreAppliedStopsBeforeUnappliedConfChange(t *testing.T) {
+	f := newFixture(t)
+	f.append(confEntry(1, 1, 1), confEntry(2, 1, 2), dataEntry(3, 1, 2, Proposal{}))
+	f.s.SetHardState(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(3)})
+	if err := f.s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.reopen() // died before applying: the ConfState is still empty
+	if got := f.s.Applied(); got != 0 {
+		t.Fatalf("applied %d with the changes at 1 and 2 not in the ConfState, want 0", got)
+	}
+
+	f.s.SetConfState(&pb.ConfState{Voters: []uint64{1}}, 1)
+	if err := f.s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.reopen()
+	if got := f.s.Applied(); got != 1 {
+		t.Fatalf("applied %d with the change at 2 not in the ConfState, want 1", got)
+	}
+
+	f.s.SetConfState(&pb.ConfState{Voters: []uint64{1, 2}}, 2)
+	if err := f.s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.reopen()
+	if got := f.s.Applied(); got != 3 {
+		t.Fatalf("applied %d with every change in the ConfState, want the commit 3", got)
+	}
+	if _, cs, _ := f.s.InitialState(); len(cs.GetVoters()) != 2 {
+		t.Fatalf("voters after reopen: %v", cs.GetVoters())
+	}
+}
+
+// A state written before confIndex existed (version 1) reads as consistent
+// up to its commit, as that version assumed.
+func TestRaftStateVersion1(t *testing.T) {
+	st := newRaftState()
+	st.hard.Commit = proto.Uint64(7)
+	st.conf.Voters = []uint64{1, 2, 3}
+	st.compactIndex, st.compactTerm, st.compactOffset = 4, 2, 100
+	enc, err := st.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Version 2 put confIndex (one uvarint byte: 0) after compactOffset;
+	// version 1 is the same without it.
+	head := binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, 2), 4), 2), 100)
+	if string(enc[:len(head)]) != string(head) || enc[len(head)] != 0 {
+		t.Fatalf("unexpected version 2 layout % x", enc)
+	}
+	v1 := append(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, 1), 4), 2), 100), enc[len(head)+1:]...)
+	got, err := decodeState(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.confIndex != 7 || got.compactOffset != 100 || len(got.conf.GetVoters()) != 3 {
+		t.Fatalf("version 1 state read as confIndex %d, offset %d, voters %v", got.confIndex, got.compactOffset, got.conf.GetVoters())
 	}
 }

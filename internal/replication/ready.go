@@ -180,7 +180,7 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
 			}
-			r.store.SetConfState(r.rn.ApplyConfChange(&cc))
+			r.store.SetConfState(r.rn.ApplyConfChange(&cc), e.GetIndex())
 			if r.cfg.OnConfChange != nil && cc.GetNodeId() != 0 {
 				r.cfg.OnConfChange(cc.GetNodeId(), cc.GetType() == pb.ConfChangeType_ConfChangeAddNode, cc.GetContext())
 			}
@@ -189,7 +189,7 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
 			}
-			r.store.SetConfState(r.rn.ApplyConfChange(&cc))
+			r.store.SetConfState(r.rn.ApplyConfChange(&cc), e.GetIndex())
 		default:
 			batches = r.applyNormal(e, batches)
 		}

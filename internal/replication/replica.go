@@ -192,7 +192,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 		Logger: raftLogger{cfg.Logger.With("group", cfg.Group)},
 	}
 	hs, _, _ := store.InitialState()
-	rc.Applied = hs.GetCommit()
+	rc.Applied = store.Applied()
 	rn, err := raft.NewRawNode(rc)
 	if err != nil {
 		return nil, err

@@ -23,25 +23,33 @@ type raftState struct {
 	compactIndex  uint64
 	compactTerm   uint64
 	compactOffset int64
-	side          map[uint64]*pb.Entry
+	// confIndex is the index of the last configuration change conf
+	// reflects. The HardState's commit may be ahead of it: a commit is
+	// persisted before the entries it covers are applied, so a crash can
+	// leave a committed change unapplied here (see LogStore.Applied).
+	confIndex uint64
+	side      map[uint64]*pb.Entry
 }
 
 func newRaftState() *raftState {
 	return &raftState{hard: &pb.HardState{}, conf: &pb.ConfState{}, side: make(map[uint64]*pb.Entry)}
 }
 
-const stateVersion = 1
+// stateVersion 2 added confIndex; version 1 states are read with
+// confIndex at their commit, which is what version 1 assumed.
+const stateVersion = 2
 
 var errBadState = errors.New("replication: malformed raft state")
 
 // encode lays the state out as: version, compactIndex, compactTerm,
-// compactOffset (uvarints/varint), then length-prefixed protobufs: the
-// HardState, the ConfState and each side entry.
+// compactOffset, confIndex (uvarints/varint), then length-prefixed
+// protobufs: the HardState, the ConfState and each side entry.
 func (s *raftState) encode() ([]byte, error) {
 	b := binary.AppendUvarint(nil, stateVersion)
 	b = binary.AppendUvarint(b, s.compactIndex)
 	b = binary.AppendUvarint(b, s.compactTerm)
 	b = binary.AppendVarint(b, s.compactOffset)
+	b = binary.AppendUvarint(b, s.confIndex)
 	msgs := []proto.Message{s.hard, s.conf}
 	for _, e := range s.sortedSide() {
 		msgs = append(msgs, e)
@@ -61,13 +69,20 @@ func (s *raftState) encode() ([]byte, error) {
 func decodeState(b []byte) (*raftState, error) {
 	s := newRaftState()
 	r := stateReader{b: b}
-	if v := r.uvarint(); v != stateVersion {
+	v := r.uvarint()
+	if v != 1 && v != stateVersion {
 		return nil, fmt.Errorf("%w: version %d", errBadState, v)
 	}
 	s.compactIndex, s.compactTerm, s.compactOffset = r.uvarint(), r.uvarint(), r.varint()
+	if v >= 2 {
+		s.confIndex = r.uvarint()
+	}
 	n := r.uvarint()
 	r.message(s.hard)
 	r.message(s.conf)
+	if v == 1 {
+		s.confIndex = s.hard.GetCommit()
+	}
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		e := &pb.Entry{}
 		r.message(e)
