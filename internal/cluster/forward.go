@@ -58,8 +58,8 @@ func (g *MetaGroup) RemoveMember(ctx context.Context, node uint64) error {
 const maxForwardAttempts = 50
 
 // Run runs a command wherever the metadata leader is: here, or forwarded
-// to it. For a topic created or deleted elsewhere it also waits until this
-// node has applied the change, so a caller reads its own write here.
+// to it. A forwarded command also waits until this node has applied it
+// (waitApplied), so a caller reads its own write here.
 func (g *MetaGroup) Run(ctx context.Context, cmd *pb.Command) (Change, error) {
 	for attempt := 0; attempt < maxForwardAttempts; attempt++ {
 		ch, err := g.runHere(ctx, cmd)
@@ -145,8 +145,11 @@ func (g *MetaGroup) handleForward(ctx context.Context, req *tpb.ForwardRequest) 
 	return resp
 }
 
-// waitApplied waits until this node's state shows a forwarded topic
-// creation or deletion and the node has acted on it (OnChange ran).
+// waitApplied waits until this node's state shows a forwarded command:
+// a topic creation or deletion once the node has acted on it (OnChange
+// ran), any other command once the node has applied everything the leader
+// had committed (a read barrier), so that a caller reads its own write
+// here (`cluster rebalance --wait` polls the node it asked).
 func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command) error {
 	var name string
 	var present bool
@@ -156,7 +159,7 @@ func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command) error {
 	case *pb.Command_DeleteTopic:
 		name = k.DeleteTopic.GetName()
 	default:
-		return nil
+		return g.Sync(ctx)
 	}
 	for {
 		g.mu.Lock()

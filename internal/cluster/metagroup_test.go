@@ -214,6 +214,13 @@ func TestMetaGroupRunForwardsToTheLeader(t *testing.T) {
 		if _, err := follower.g.Run(ctx, register(id)); err != nil {
 			t.Fatalf("register %d through a follower: %v", id, err)
 		}
+		known := false
+		for _, n := range follower.g.Nodes() {
+			known = known || n.ID == id
+		}
+		if !known { // any forwarded command, not only topic changes
+			t.Fatalf("Run returned before the follower applied the registration of node %d", id)
+		}
 	}
 	ch, err := follower.g.Run(ctx, create("forwarded", 2, 3))
 	if err != nil || ch.Created == nil || len(ch.Created.Replicas) != 2 {
