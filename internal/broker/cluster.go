@@ -471,7 +471,25 @@ func (b *Broker) openClusterPartition(t *topic, id int32, replicas, target []uin
 		return nil, err
 	}
 	b.cl.host.Add(group, p.rep)
+	if fresh := hs.GetCommit() == 0 && hs.GetTerm() == 0; fresh && len(peers) > 0 && peers[0] == self {
+		go b.campaignNew(p.rep)
+	}
 	return p, nil
+}
+
+// campaignNew makes this node, the preferred leader of a partition just
+// created, stand for election at once, and again while the other replicas
+// may still be creating the group (they learn of the topic a heartbeat
+// after this node): a new partition is writable in ~100 ms, not after an
+// election timeout of 1-2 s.
+func (b *Broker) campaignNew(rep *replication.Replica) {
+	for _, d := range []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		time.Sleep(d)
+		if rep.Leader() != 0 {
+			return
+		}
+		rep.Campaign()
+	}
 }
 
 // installed is a replicated partition's snapshot callback: this replica
