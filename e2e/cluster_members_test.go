@@ -632,3 +632,81 @@ func TestClusterRebalanceThroughLeaderKill(t *testing.T) {
 		t.Fatalf("node 4 holds replicas of %d partitions after rebalancing 8 replicas over 4 nodes, want 2", held)
 	}
 }
+
+// TestClusterCancelMoveToDeadNode: moves onto a node that died can never
+// finish (the new replica cannot catch up); `hermes cluster rebalance
+// --cancel` sends the partitions back to their replicas, their leaders
+// remove the voter they had added, and the dead node can be removed.
+func TestClusterCancelMoveToDeadNode(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "info")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "moving",
+			Config: &pb.TopicConfig{Partitions: 4, ReplicationFactor: 2}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raft4 := testcluster.FreeAddr(t)
+	var peers []string
+	for i, n := range nodes {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, n.RaftAddr))
+	}
+	peers = append(peers, "4="+raft4)
+	n4 := testcluster.StartNode(t, "--node-id", "4", "--raft-addr", raft4, "--peers", strings.Join(peers, ","), "--join", "--log-level", "info")
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(testcluster.Binary(t), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("hermes %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	cli("cluster", "join", "--addr", nodes[0].GRPCAddr, "--node-id", "4", "--raft-addr", raft4)
+	waitFor(t, 20*time.Second, "node 4 registered", func() bool {
+		resp, err := cs[0].DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		return err == nil && len(resp.Nodes) == 4
+	})
+	n4.Kill() // for good
+
+	out := cli("cluster", "rebalance", "--addr", nodes[1].GRPCAddr)
+	t.Logf("rebalance onto the dead node 4:\n%s", out)
+	time.Sleep(2 * time.Second) // the leaders add node 4 as a voter; it never catches up
+	moving := func() int {
+		resp, err := cs[0].DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range resp.Partitions {
+			if len(p.Target) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := moving(); n == 0 {
+		t.Fatal("the moves onto a dead node finished")
+	}
+	out = cli("cluster", "rebalance", "--addr", nodes[2].GRPCAddr, "--cancel", "--wait", "30s")
+	t.Logf("cancel:\n%s", out)
+	if n := moving(); n != 0 {
+		t.Fatalf("%d partitions still moving after the cancel", n)
+	}
+	for p := int32(0); p < 4; p++ {
+		if r := mustReplicas(t, cs[0], p); slices.Contains(r, 4) {
+			t.Fatalf("moving/%d replicas %v include the dead node", p, r)
+		}
+		p := p
+		err := retryUnavailable(t, 20*time.Second, func() error {
+			_, err := cs[0].Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: "moving", Partition: &p,
+				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(newIDs(10), 64)})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("publish to moving/%d after the cancel: %v", p, err)
+		}
+	}
+	cli("cluster", "remove", "--addr", nodes[0].GRPCAddr, "4")
+}

@@ -93,19 +93,24 @@ metadata group. Refused while the node holds partition replicas.`,
 
 func newClusterRebalanceCmd() *cobra.Command {
 	var (
-		bf    brokerFlags
-		drain []uint
-		wait  time.Duration
+		bf        brokerFlags
+		drain     []uint
+		wait      time.Duration
+		stopMoves bool
 	)
 	cmd := &cobra.Command{
-		Use:   "rebalance [--drain N]...",
+		Use:   "rebalance [--drain N]... | --cancel",
 		Short: "Move partition replicas so every node holds about as many",
 		Long: `Plan and start replica moves: replicas go from the fullest nodes to
 the emptiest (a node added with "hermes cluster join" gets its share), and
 every replica leaves the nodes given to --drain (remove them afterwards).
 Each move adds the new replicas to the partition's Raft group, waits until
 they have caught up, then removes the old ones: the partition stays
-writable throughout. With --wait, waits until the moves are done.`,
+writable throughout. With --wait, waits until the moves are done.
+
+--cancel stops the moves in progress instead: each moving partition goes
+back to its replicas (a replica already added is removed again), e.g. when
+a move cannot finish because its new node died.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := bf.context(cmd.Context())
@@ -113,7 +118,7 @@ writable throughout. With --wait, waits until the moves are done.`,
 			var resp *pb.RebalanceResponse
 			err := clusterCall(ctx, bf.addr, func(c pb.HermesClient) error {
 				var err error
-				req := &pb.RebalanceRequest{}
+				req := &pb.RebalanceRequest{Cancel: stopMoves}
 				for _, n := range drain {
 					req.Drain = append(req.Drain, uint64(n))
 				}
@@ -129,7 +134,11 @@ writable throughout. With --wait, waits until the moves are done.`,
 				return err
 			}
 			if len(resp.GetMoves()) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "nothing to move")
+				if stopMoves {
+					fmt.Fprintln(cmd.OutOrStdout(), "no move in progress")
+				} else {
+					fmt.Fprintln(cmd.OutOrStdout(), "nothing to move")
+				}
 				return nil
 			}
 			if wait <= 0 {
@@ -163,6 +172,7 @@ writable throughout. With --wait, waits until the moves are done.`,
 	bf.register(cmd, adminTimeout)
 	cmd.Flags().UintSliceVar(&drain, "drain", nil, "move every replica off these nodes")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the moves to finish (0: return at once)")
+	cmd.Flags().BoolVar(&stopMoves, "cancel", false, "stop the moves in progress: send each moving partition back to its replicas")
 	return cmd
 }
 

@@ -356,6 +356,41 @@ func (b *Broker) Rebalance(drain []uint64) ([]Move, error) {
 	return out, nil
 }
 
+// CancelMoves stops the replica moves in progress: each moving partition
+// is sent back to its replicas, so its leader removes any replica added on
+// the way (cancelling a move whose new node died, which could never
+// finish). It returns the moves cancelled, From being where they went.
+func (b *Broker) CancelMoves() ([]Move, error) {
+	if b.cl == nil {
+		return nil, errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.cl.meta.Sync(ctx); err != nil {
+		return nil, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("cancel moves: catch up with the metadata: %v", err)}
+	}
+	var out []Move
+	for _, ct := range b.cl.meta.Topics() {
+		c := &cpb.ReassignPartitions{Replace: true}
+		var moves []Move
+		for i, target := range ct.Targets {
+			if target == nil || i >= len(ct.Replicas) {
+				continue
+			}
+			c.Moves = append(c.Moves, &cpb.Reassignment{Topic: ct.Name, Partition: int32(i), Target: ct.Replicas[i]})
+			moves = append(moves, Move{Topic: ct.Name, Partition: int32(i), From: target, To: ct.Replicas[i]})
+		}
+		if len(c.Moves) == 0 {
+			continue
+		}
+		if _, err := b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
+			return out, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("cancel moves: %v", err)}
+		}
+		out = append(out, moves...)
+	}
+	return out, nil
+}
+
 // onMember learns where a node added to the metadata group listens, so
 // this node's transport reaches it (before it has registered itself).
 func (b *Broker) onMember(node uint64, added bool, raftAddr string) {

@@ -221,7 +221,7 @@ func (m *Metadata) reassign(c *pb.ReassignPartitions) (Change, error) {
 		if p < 0 || p >= len(t.Replicas) || len(target) == 0 {
 			return Change{}, fmt.Errorf("%w: move of %s/%d to %v", ErrBadCommand, t.Name, p, target)
 		}
-		if t.Target(p) != nil {
+		if t.Target(p) != nil && !c.GetReplace() {
 			return Change{}, fmt.Errorf("%w: %s/%d is already moving to %v", ErrBadCommand, t.Name, p, t.Target(p))
 		}
 		seen := map[uint64]bool{}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -232,5 +233,51 @@ func TestMetadataBalanceAndMoves(t *testing.T) {
 				t.Fatalf("%s/%d replicas %v", tp.Name, p, r)
 			}
 		}
+	}
+}
+
+// A move in progress is replaced only when the command says so: cancelling
+// sends the partition back to its replicas, and it completes with them.
+func TestMetadataCancelMove(t *testing.T) {
+	m := NewMetadata()
+	i := uint64(0)
+	apply := func(cmd *pb.Command) (Change, error) {
+		i++
+		return m.Apply(i, cmd)
+	}
+	for id := uint64(1); id <= 4; id++ {
+		apply(register(id))
+	}
+	apply(create("orders", 1, 2))
+	tp, _ := m.Topic("orders")
+	was := slices.Clone(tp.Replicas[0])
+	to := []uint64{was[0], 4}
+	if slices.Contains(was, 4) {
+		t.Fatalf("replicas %v already on node 4", was)
+	}
+	move := func(target []uint64, replace bool) error {
+		_, err := apply(&pb.Command{Kind: &pb.Command_ReassignPartitions{ReassignPartitions: &pb.ReassignPartitions{
+			Replace: replace, Moves: []*pb.Reassignment{{Topic: "orders", Partition: 0, Target: target}}}}})
+		return err
+	}
+	if err := move(to, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := move(was, false); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("re-targeting a moving partition without replace: %v", err)
+	}
+	if err := move(was, true); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if tp, _ := m.Topic("orders"); !slices.Equal(tp.Target(0), was) {
+		t.Fatalf("target after cancelling %v, want the replicas %v", tp.Target(0), was)
+	}
+	// The leader removed the voter it had added: the group is back to the replicas.
+	if _, err := apply(&pb.Command{Kind: &pb.Command_CompleteReassignment{CompleteReassignment: &pb.CompleteReassignment{
+		Topic: "orders", Partition: 0, Replicas: was}}}); err != nil {
+		t.Fatal(err)
+	}
+	if tp, _ := m.Topic("orders"); tp.Target(0) != nil || !slices.Equal(tp.Replicas[0], was) {
+		t.Fatalf("after the cancelled move: replicas %v target %v", tp.Replicas[0], tp.Target(0))
 	}
 }

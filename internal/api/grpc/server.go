@@ -280,7 +280,16 @@ func (s *Service) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) (*p
 }
 
 func (s *Service) Rebalance(ctx context.Context, req *pb.RebalanceRequest) (*pb.RebalanceResponse, error) {
-	moves, err := s.b.Rebalance(req.Drain)
+	var moves []broker.Move
+	var err error
+	switch {
+	case req.Cancel && len(req.Drain) > 0:
+		return nil, toStatus(invalid("cancel stops the moves in progress; it takes no drain"))
+	case req.Cancel:
+		moves, err = s.b.CancelMoves()
+	default:
+		moves, err = s.b.Rebalance(req.Drain)
+	}
 	resp := &pb.RebalanceResponse{}
 	for _, m := range moves {
 		resp.Moves = append(resp.Moves, &pb.PartitionMove{Topic: m.Topic, Partition: m.Partition, From: m.From, To: m.To})

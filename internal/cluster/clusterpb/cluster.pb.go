@@ -311,8 +311,11 @@ func (x *Reassignment) GetTarget() []uint64 {
 }
 
 type ReassignPartitions struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Moves         []*Reassignment        `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Moves []*Reassignment        `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	// Replace the target of partitions already moving (cancelling a move
+	// sets the target back to the replicas); otherwise such a move is refused.
+	Replace       bool `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -352,6 +355,13 @@ func (x *ReassignPartitions) GetMoves() []*Reassignment {
 		return x.Moves
 	}
 	return nil
+}
+
+func (x *ReassignPartitions) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
 }
 
 type CompleteReassignment struct {
@@ -1161,9 +1171,10 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\fReassignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
-	"\x06target\x18\x03 \x03(\x04R\x06target\"T\n" +
+	"\x06target\x18\x03 \x03(\x04R\x06target\"n\n" +
 	"\x12ReassignPartitions\x12>\n" +
-	"\x05moves\x18\x01 \x03(\v2(.hermes.internal.cluster.v1.ReassignmentR\x05moves\"f\n" +
+	"\x05moves\x18\x01 \x03(\v2(.hermes.internal.cluster.v1.ReassignmentR\x05moves\x12\x18\n" +
+	"\areplace\x18\x02 \x01(\bR\areplace\"f\n" +
 	"\x14CompleteReassignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +

@@ -236,8 +236,13 @@ func (AckMode) EnumDescriptor() ([]byte, []int) {
 }
 
 type RebalanceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Drain         []uint64               `protobuf:"varint,1,rep,packed,name=drain,proto3" json:"drain,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Drain []uint64               `protobuf:"varint,1,rep,packed,name=drain,proto3" json:"drain,omitempty"`
+	// Instead of planning moves, stop those in progress: each moving
+	// partition goes back to its replicas (a replica already added on the
+	// way is removed again). For a move that cannot finish, e.g. because
+	// its new node died. Not with drain.
+	Cancel        bool `protobuf:"varint,2,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +282,13 @@ func (x *RebalanceRequest) GetDrain() []uint64 {
 		return x.Drain
 	}
 	return nil
+}
+
+func (x *RebalanceRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
 }
 
 type PartitionMove struct {
@@ -3883,9 +3895,10 @@ var File_proto_hermes_v1_hermes_proto protoreflect.FileDescriptor
 
 const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\n" +
-	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"(\n" +
+	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"@\n" +
 	"\x10RebalanceRequest\x12\x14\n" +
-	"\x05drain\x18\x01 \x03(\x04R\x05drain\"g\n" +
+	"\x05drain\x18\x01 \x03(\x04R\x05drain\x12\x16\n" +
+	"\x06cancel\x18\x02 \x01(\bR\x06cancel\"g\n" +
 	"\rPartitionMove\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x12\n" +
