@@ -68,10 +68,10 @@ func (g *MetaGroup) Run(ctx context.Context, cmd *pb.Command) (Change, error) {
 		}
 		leader := g.Leader()
 		if leader != 0 && leader != g.cfg.NodeID && g.cfg.Forward != nil {
-			ch, done, err := g.forward(ctx, leader, cmd)
+			ch, applied, done, err := g.forward(ctx, leader, cmd)
 			if done {
 				if err == nil {
-					err = g.waitApplied(ctx, cmd)
+					g.waitApplied(ctx, cmd, applied)
 				}
 				return ch, err
 			}
@@ -99,30 +99,30 @@ func (g *MetaGroup) runHere(ctx context.Context, cmd *pb.Command) (Change, error
 }
 
 // forward sends cmd to node; done is false when it should be tried again.
-func (g *MetaGroup) forward(ctx context.Context, node uint64, cmd *pb.Command) (Change, bool, error) {
+// applied is how far the leader had applied its metadata after cmd.
+func (g *MetaGroup) forward(ctx context.Context, node uint64, cmd *pb.Command) (ch Change, applied uint64, done bool, err error) {
 	enc, err := proto.Marshal(cmd)
 	if err != nil {
-		return Change{}, true, err
+		return Change{}, 0, true, err
 	}
 	resp, err := g.cfg.Forward.ForwardTo(ctx, node, &tpb.ForwardRequest{Group: MetaGroupName, Command: enc})
 	if err != nil || resp.NotLeader {
-		return Change{}, false, nil
+		return Change{}, 0, false, nil
 	}
 	if resp.Error != "" {
 		if kind, ok := errorKinds[resp.ErrorKind]; ok {
-			return Change{}, true, fmt.Errorf("%w (on node %d: %s)", kind, node, resp.Error)
+			return Change{}, 0, true, fmt.Errorf("%w (on node %d: %s)", kind, node, resp.Error)
 		}
-		return Change{}, true, fmt.Errorf("cluster: node %d: %s", node, resp.Error)
+		return Change{}, 0, true, fmt.Errorf("cluster: node %d: %s", node, resp.Error)
 	}
-	var ch Change
 	if len(resp.Result) > 0 {
 		var ts pb.TopicState
 		if err := proto.Unmarshal(resp.Result, &ts); err != nil {
-			return Change{}, true, err
+			return Change{}, 0, true, err
 		}
 		ch.Created = topicFromState(&ts)
 	}
-	return ch, true, nil
+	return ch, resp.Applied, true, nil
 }
 
 // handleForward runs a command another node forwarded here.
@@ -139,39 +139,38 @@ func (g *MetaGroup) handleForward(ctx context.Context, req *tpb.ForwardRequest) 
 		return &tpb.ForwardResponse{Error: err.Error(), ErrorKind: errorKind(err)}
 	}
 	resp := &tpb.ForwardResponse{}
+	switch cmd.Kind.(type) {
+	case *pb.Command_AddMember, *pb.Command_RemoveMember: // configuration changes, not log commands
+	default:
+		g.mu.Lock()
+		resp.Applied = g.md.Applied
+		g.mu.Unlock()
+	}
 	if ch.Created != nil {
 		resp.Result, _ = proto.Marshal(topicState(ch.Created))
 	}
 	return resp
 }
 
-// waitApplied waits until this node's state shows a forwarded command:
-// a topic creation or deletion once the node has acted on it (OnChange
-// ran), any other command once the node has applied everything the leader
-// had committed (a read barrier), so that a caller reads its own write
-// here (`cluster rebalance --wait` polls the node it asked).
-func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command) error {
-	var name string
-	var present bool
-	switch k := cmd.Kind.(type) {
-	case *pb.Command_CreateTopic:
-		name, present = k.CreateTopic.GetName(), true
-	case *pb.Command_DeleteTopic:
-		name = k.DeleteTopic.GetName()
-	default:
-		return g.Sync(ctx)
-	}
+// waitApplied waits until this node has applied a command it forwarded:
+// its metadata is as far as the leader's was after the command (applied),
+// and for a topic creation or deletion the node has also acted on it
+// (OnChange ran), so a caller reads its own write here (`cluster
+// rebalance --wait` polls the node it asked). The command succeeded
+// whatever happens here: when ctx ends first (this node is cut off, or
+// was itself removed), that is logged, not returned.
+func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command, applied uint64) {
 	for {
 		g.mu.Lock()
-		_, ok := g.md.Topic(name)
-		settled := g.settled == g.md.Applied
+		caught := g.md.Applied >= applied && g.settled == g.md.Applied
 		g.mu.Unlock()
-		if ok == present && settled {
-			return nil
+		if caught {
+			return
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			g.cfg.Logger.Warn("a forwarded metadata command succeeded but is not applied here yet", "command", fmt.Sprintf("%T", cmd.Kind), "leader_applied", applied, "err", ctx.Err())
+			return
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

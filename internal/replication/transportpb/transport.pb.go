@@ -88,7 +88,10 @@ type ForwardResponse struct {
 	// A failure of the command itself.
 	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	// The kind of that failure, for errors.Is on the forwarding side.
-	ErrorKind     string `protobuf:"bytes,5,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
+	ErrorKind string `protobuf:"bytes,5,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
+	// When the command ran through the group's log: how far the owner had
+	// applied it on the leader (the forwarding node waits to get there).
+	Applied       uint64 `protobuf:"varint,6,opt,name=applied,proto3" json:"applied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +159,13 @@ func (x *ForwardResponse) GetErrorKind() string {
 		return x.ErrorKind
 	}
 	return ""
+}
+
+func (x *ForwardResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
 }
 
 // Envelope is one Raft message of one group.
@@ -387,7 +397,7 @@ const file_internal_replication_transportpb_transport_proto_rawDesc = "" +
 	"0internal/replication/transportpb/transport.proto\x12\x17hermes.internal.raft.v1\"@\n" +
 	"\x0eForwardRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
-	"\acommand\x18\x02 \x01(\fR\acommand\"\x95\x01\n" +
+	"\acommand\x18\x02 \x01(\fR\acommand\"\xaf\x01\n" +
 	"\x0fForwardResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result\x12\x1d\n" +
 	"\n" +
@@ -395,7 +405,8 @@ const file_internal_replication_transportpb_transport_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\x04R\x06leader\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"error_kind\x18\x05 \x01(\tR\terrorKind\"m\n" +
+	"error_kind\x18\x05 \x01(\tR\terrorKind\x12\x18\n" +
+	"\aapplied\x18\x06 \x01(\x04R\aapplied\"m\n" +
 	"\bEnvelope\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\x121\n" +
