@@ -260,11 +260,12 @@ func (c *Client) leaderAPI(ctx context.Context, addr string) (hermesv1.HermesCli
 	c.mu.Unlock()
 	if err := waitReady(ctx, conn, leaderConnectTimeout); err != nil {
 		c.mu.Lock()
-		if c.leaders[addr] == conn {
+		ours := c.leaders[addr] == conn // else another caller replaced it: its verdict counts
+		if ours {
 			delete(c.leaders, addr)
 			conn.Close()
 		}
-		if ctx.Err() == nil {
+		if ours && ctx.Err() == nil {
 			if c.unreachable == nil {
 				c.unreachable = make(map[string]time.Time)
 			}

@@ -283,14 +283,17 @@ func (p *Producer) streamFailed(s *pubStream, recvErr error) {
 	}
 	p.mu.Lock()
 	p.dropStream(s)
-	// Its partitions go back to the dialled node, which knows whether
-	// the leader changed.
-	p.routes.broken(s.addr, false, time.Now())
 	bs := make([]*batch, 0, len(s.inflight))
 	for id, b := range s.inflight {
 		bs = append(bs, b)
 		delete(s.inflight, id)
 		p.routes.answered(b.partition)
+	}
+	if p.streams[s.addr] == nil {
+		// Its partitions go back to the dialled node, which knows whether
+		// the leader changed; unless the sender already opened a new
+		// stream to the same node, which carries them now.
+		p.routes.broken(s.addr, false, time.Now())
 	}
 	p.mu.Unlock()
 	s.cancel()

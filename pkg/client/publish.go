@@ -109,8 +109,11 @@ func (c *Client) publishToLeader(ctx context.Context, tp topicPartition, req *he
 		api, err := c.leaderAPI(ctx, addr)
 		if err == nil {
 			resp, err := api.Publish(ctx, req)
-			if err != nil {
+			switch l := resp.GetLeaderAddress(); {
+			case err != nil:
 				c.setUnaryLeader(tp, "")
+			case l != "" && l != addr: // it relayed: the leader moved on
+				c.setUnaryLeader(tp, l)
 			}
 			return resp, err
 		}

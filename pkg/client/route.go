@@ -69,18 +69,19 @@ func (r *routes) learn(part int32, leader string) {
 func (r *routes) sent(part int32)     { r.flying[part]++ }
 func (r *routes) answered(part int32) { r.flying[part]-- }
 
-// broken sends every partition routed to addr back to the dialled node.
-// With avoid, addr is not used again for avoidAfterFailedConnect.
+// broken sends every partition routed to addr back to the dialled node,
+// each once none of its batches is in flight (see of). With avoid, addr
+// is not used again for avoidAfterFailedConnect.
 func (r *routes) broken(addr string, avoid bool, now time.Time) {
 	if addr == "" {
 		return
 	}
 	for i := range r.addr {
-		if r.addr[i] == addr {
-			r.addr[i] = ""
-		}
-		if r.want[i] == addr {
+		if r.addr[i] == addr || r.want[i] == addr {
 			r.want[i] = ""
+		}
+		if r.addr[i] == addr && r.flying[i] == 0 {
+			r.addr[i] = ""
 		}
 	}
 	if avoid {

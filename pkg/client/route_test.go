@@ -46,7 +46,12 @@ func TestRoutesBrokenLeaderGoesBackToDialledNode(t *testing.T) {
 	for p := range int32(3) {
 		r.of(p, now)
 	}
+	r.sent(1) // a batch of partition 1 is still in flight on another stream to n2
 	r.broken("n2:1", false, now)
+	if got, ok := r.of(1, now); ok {
+		t.Fatalf("partition 1 moved to %q with a batch in flight", got)
+	}
+	r.answered(1)
 	for p, want := range []string{"", "", "n3:1"} {
 		if got, _ := r.of(int32(p), now); got != want {
 			t.Fatalf("partition %d goes to %q after n2 broke, want %q", p, got, want)
