@@ -204,6 +204,11 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 			}
 			parts[i] = p
 			b.log.Info("partition replica moving here", "topic", t.name, "partition", i, "target", ct.Target(i))
+		case !want && cur.rep != nil && ct.Target(i) != nil && slices.Contains(cur.rep.Voters(), self):
+			// Still a voter of a group whose move goes on without this
+			// node (a cancelled move taking back the replica it added
+			// here): the group may need it for its quorum until the
+			// leader removes it. The move's completion drops it.
 		case !want && cur.rep != nil:
 			parts[i] = remotePartition(b, t, int32(i), ct.Replicas[i])
 			gone = append(gone, cur)
