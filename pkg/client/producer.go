@@ -91,17 +91,18 @@ type Producer struct {
 
 	mu sync.Mutex
 	// Lock: mu guards every field below.
-	acc      accumulator
-	live     map[uint64]*batch // every batch not yet done, by seq
-	buffered int64             // Invariant: the sum of bytes of live batches.
-	space    chan struct{}     // closed and replaced when buffered drops, if waiters > 0
-	waiters  int
-	streams  map[string]*pubStream // open streams by node address ("": the dialled node)
-	routes   routes
-	inflight int // Invariant: 0 <= inflight <= cfg.maxInFlight
-	nextReq  uint64
-	closed   bool // no more Publish
-	stopping bool // the sender should exit
+	acc        accumulator
+	live       map[uint64]*batch // every batch not yet done, by seq
+	buffered   int64             // Invariant: the sum of bytes of live batches.
+	space      chan struct{}     // closed and replaced when buffered drops, if waiters > 0
+	waiters    int
+	streams    map[string]*pubStream // open streams by node address ("": the dialled node)
+	connecting map[string]bool       // leader addresses being connected to in the background
+	routes     routes
+	inflight   int // Invariant: 0 <= inflight <= cfg.maxInFlight
+	nextReq    uint64
+	closed     bool // no more Publish
+	stopping   bool // the sender should exit
 
 	wake       chan struct{} // cap 1: the sender has something to look at
 	stopCh     chan struct{} // closed by Close: the sender exits

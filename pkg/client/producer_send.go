@@ -30,8 +30,7 @@ type pubStream struct {
 type work struct {
 	b        *batch
 	s        *pubStream
-	connect  bool   // to addr
-	addr     string // "" for the dialled node
+	connect  bool // to the dialled node (leaders: connectLeader)
 	stop     bool
 	deadline time.Time // of the earliest open batch, to wake for linger
 }
@@ -53,25 +52,13 @@ func (p *Producer) runSender() {
 			p.send(w.s, w.b)
 			continue
 		case w.connect:
-			err := p.connect(w.addr)
+			err := p.connect("")
 			if err == nil {
-				if w.addr == "" {
-					failures = 0
-				}
+				failures = 0
 				continue
 			}
 			if p.closing() {
 				return // Close fails what is left with ErrClosed
-			}
-			if w.addr != "" {
-				// The leader cannot be reached from here: its partitions
-				// keep going through the dialled node, which relays.
-				p.c.log.Warn("hermes: cannot reach partition leader; relaying through the dialled node",
-					"topic", p.topic, "leader", w.addr, "err", err)
-				p.mu.Lock()
-				p.routes.broken(w.addr, true, time.Now())
-				p.mu.Unlock()
-				continue
 			}
 			failures++
 			p.c.log.Warn("hermes: publish stream connect failed", "topic", p.topic, "attempt", failures, "err", err)
@@ -110,13 +97,22 @@ func (p *Producer) nextWork(now time.Time) work {
 		}
 		q = &p.acc.ready
 	}
-	addr, ok := p.routes.of(q.peek().partition, now)
-	if !ok { // the partition moves to its leader once its batches in flight are answered
+	open := func(addr string) bool { return p.streams[addr] != nil }
+	addr, ok := p.routes.of(q.peek().partition, now, open)
+	if !ok { // the partition moves once its batches in flight are answered
 		return work{deadline: deadline}
+	}
+	if addr != "" && !open(addr) {
+		// Its leader's stream is gone: back through the dialled node,
+		// once nothing of the partition is in flight.
+		p.routes.broken(addr, false, now)
+		if addr, ok = p.routes.of(q.peek().partition, now, open); !ok || addr != "" {
+			return work{deadline: deadline}
+		}
 	}
 	s := p.streams[addr]
 	if s == nil {
-		return work{connect: true, addr: addr}
+		return work{connect: true}
 	}
 	b := q.pop()
 	if q == &p.acc.ready {
@@ -157,6 +153,44 @@ func (p *Producer) connect(addr string) error {
 	p.receivers.Add(1)
 	go p.runReceiver(s)
 	return nil
+}
+
+// connectLeader opens, in the background, the stream to a partition
+// leader the broker named: the partitions wanting it keep going through
+// the dialled node until it is open, so a leader slow to answer holds
+// nothing up. A leader that cannot be reached is avoided for a while.
+func (p *Producer) connectLeader(addr string) {
+	defer p.receivers.Done()
+	err := p.connect(addr)
+	p.mu.Lock()
+	delete(p.connecting, addr)
+	if err != nil && !p.closing() {
+		p.routes.broken(addr, true, time.Now())
+	}
+	p.mu.Unlock()
+	if err != nil && !p.closing() {
+		p.c.log.Warn("hermes: cannot reach partition leader; relaying through the dialled node",
+			"topic", p.topic, "leader", addr, "err", err)
+	}
+	p.signal()
+}
+
+// learnLeader records the leader a response named for part and starts
+// connecting to it if needed. Lock: mu must be held.
+func (p *Producer) learnLeader(part int32, leader string) {
+	if leader == "" || !p.c.cfg.direct {
+		return
+	}
+	p.routes.learn(part, leader)
+	if p.streams[leader] != nil || p.connecting[leader] || p.routes.avoided(leader, time.Now()) || p.closed {
+		return
+	}
+	if p.connecting == nil {
+		p.connecting = make(map[string]bool)
+	}
+	p.connecting[leader] = true
+	p.receivers.Add(1)
+	go p.connectLeader(leader)
 }
 
 // dropStream forgets s as its node's open stream. Lock: mu must be held.
@@ -221,7 +255,7 @@ func (p *Producer) runReceiver(s *pubStream) {
 			if leader == "" {
 				leader = resp.GetError().GetLeaderAddress()
 			}
-			p.routes.learn(b.partition, leader)
+			p.learnLeader(b.partition, leader)
 		}
 		p.mu.Unlock()
 		if b == nil {

@@ -37,9 +37,10 @@ func newRoutes(partitions int32, enabled bool) routes {
 }
 
 // of returns where the next batch of part goes, moving part to the leader
-// last named for it. ok is false while part is moving and batches of it
-// are still in flight: the next one must wait for them.
-func (r *routes) of(part int32, now time.Time) (addr string, ok bool) {
+// last named for it once open(leader) says a stream to it is open (until
+// then the partition stays where it is). ok is false while part is moving
+// and batches of it are still in flight: the next one must wait for them.
+func (r *routes) of(part int32, now time.Time, open func(addr string) bool) (addr string, ok bool) {
 	w := r.want[part]
 	if w == r.addr[part] {
 		return w, true
@@ -51,11 +52,20 @@ func (r *routes) of(part int32, now time.Time) (addr string, ok bool) {
 		}
 		delete(r.avoid, w)
 	}
+	if w != "" && !open(w) {
+		return r.addr[part], true
+	}
 	if r.flying[part] > 0 {
 		return "", false
 	}
 	r.addr[part] = w
 	return w, true
+}
+
+// avoided reports whether addr is not to be used now.
+func (r *routes) avoided(addr string, now time.Time) bool {
+	until, ok := r.avoid[addr]
+	return ok && now.Before(until)
 }
 
 // learn records that the broker named leader as part's leader.
