@@ -19,9 +19,14 @@ import (
 // topic: the publishes it relayed to other nodes.
 func relayedBatches(t testing.TB, n *testcluster.Node, topic string) int {
 	t.Helper()
-	prefix := `hermes_publish_relayed_batches_total{topic="` + topic + `"} `
+	return counter(t, n, `hermes_publish_relayed_batches_total{topic="`+topic+`"}`)
+}
+
+// counter reads one series (name with its labels) of a node's metrics.
+func counter(t testing.TB, n *testcluster.Node, series string) int {
+	t.Helper()
 	for _, line := range strings.Split(n.Metrics(), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatalf("metric line %q: %v", line, err)
@@ -29,7 +34,7 @@ func relayedBatches(t testing.TB, n *testcluster.Node, topic string) int {
 			return int(f)
 		}
 	}
-	t.Fatalf("node %s exposes no %s", n.GRPCAddr, strings.TrimSpace(prefix))
+	t.Fatalf("node %s exposes no %s", n.GRPCAddr, series)
 	return 0
 }
 
@@ -210,5 +215,78 @@ func TestClusterProducerGoesToLeaders(t *testing.T) {
 	}
 	if len(seen) != len(acked) {
 		t.Fatalf("the topic holds %d records, %d were acknowledged", len(seen), len(acked))
+	}
+}
+
+// TestClusterGroupMemberGoesToCoordinator: a group member subscribing on a
+// node that does not coordinate groups is relayed to the coordinator,
+// whose address the answer carries; the Client's next subscription of the
+// group goes to the coordinator itself. Without leader routing it is
+// relayed again (the control).
+func TestClusterGroupMemberGoesToCoordinator(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "cg", Config: &pb.TopicConfig{Partitions: 2}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := metadataLeader(t, cs, []bool{true, true, true})
+	entry := nodes[(coord+1)%3]
+	const series = "hermes_group_members_relayed_total"
+	ctx := context.Background()
+	c, err := client.Dial(ctx, entry.GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	prod, err := c.NewProducer(ctx, "cg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prod.Close(context.Background()) })
+	want := map[record.MessageID]bool{}
+	for _, id := range publishAll(t, prod, 200) {
+		want[id] = true
+	}
+
+	consume := func(cl *client.Client, n int) {
+		t.Helper()
+		cctx := ctxT(t, 30*time.Second)
+		cons, err := cl.Subscribe(cctx, "cg", client.WithGroup("g"), client.FromBeginning(), client.WithAutoCommitInterval(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		for i := 0; i < n && len(want) > 0; i++ { // a record may come twice (at-least-once)
+			m, err := cons.Next(cctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(want, record.MessageID(m.ID))
+		}
+	}
+	consume(c, 100)
+	if got := counter(t, entry, series); got != 1 {
+		t.Fatalf("the first member through node %d: %d relayed, want 1", (coord+1)%3+1, got)
+	}
+	consume(c, 200) // the Client knows the coordinator now
+	if got := counter(t, entry, series); got != 1 {
+		t.Fatalf("the second member of the Client was relayed too (%d relayed)", got)
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d published records not consumed by the two members", len(want))
+	}
+
+	plain, err := client.Dial(ctx, entry.GRPCAddr, client.WithLeaderRouting(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	consume(plain, 0)
+	if got := counter(t, entry, series); got != 2 {
+		t.Fatalf("without leader routing: %d relayed, want 2", got)
 	}
 }

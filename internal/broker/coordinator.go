@@ -69,6 +69,7 @@ type remoteSub struct {
 	stream pb.Hermes_SubscribeClient
 	cancel context.CancelFunc
 	topic  string
+	addr   string // the coordinator's gRPC address
 
 	memberID string
 	timeout  time.Duration
@@ -126,12 +127,13 @@ func (b *Broker) subscribeRemote(s *Subscription, addr string) error {
 		return errorf(ErrUnavailable, "group coordinator at %s answered the subscription with %T", addr, resp.GetKind())
 	}
 	r := &remoteSub{
-		stream: stream, cancel: cancel, topic: o.Topic,
+		stream: stream, cancel: cancel, topic: o.Topic, addr: addr,
 		memberID: sub.GetMemberId(), timeout: time.Duration(sub.GetSessionTimeoutMs()) * time.Millisecond,
 		in: make(chan *pb.SubscribeResponse, 2*relayWindowRecords), done: make(chan struct{}),
 	}
 	s.remote, s.memberID = r, r.memberID
 	go r.read(b, addr)
+	b.m.groupRelays.Inc()
 	b.log.Info("group member relayed to the coordinator", "group", o.Group, "member", r.memberID, "coordinator", addr)
 	return nil
 }

@@ -21,6 +21,7 @@ type metrics struct {
 	subscriptions    prometheus.Gauge
 	duplicates       *prometheus.CounterVec // topic
 	relayed          *prometheus.CounterVec // topic
+	groupRelays      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -78,12 +79,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Publishes (batches) this node relayed to their partition's leader and had acknowledged there.",
 		}, []string{"topic"}),
 	}
+	m.groupRelays = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hermes_group_members_relayed_total",
+		Help: "Group members that subscribed on this node and were relayed to the group coordinator on another node.",
+	})
 	for _, reason := range []string{"queue_full", "disk_quota"} {
 		m.rejected.WithLabelValues(reason) // present at 0, for alerts
 	}
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
 		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
-		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed)
+		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed, m.groupRelays)
 	return m
 }
 

@@ -278,6 +278,15 @@ func (s *Subscription) removePartition(pid int32) {
 // MemberID is the group member id ("" without a group).
 func (s *Subscription) MemberID() string { return s.memberID }
 
+// Coordinator is, for a group member this node relays to the group's
+// coordinator, the coordinator's gRPC address; "" otherwise.
+func (s *Subscription) Coordinator() string {
+	if s.remote != nil {
+		return s.remote.addr
+	}
+	return ""
+}
+
 // SessionTimeout is the group session timeout in force.
 func (s *Subscription) SessionTimeout() time.Duration {
 	if s.remote != nil {

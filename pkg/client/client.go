@@ -49,6 +49,9 @@ type Client struct {
 	// unaryLeader is the leader last named for a partition in an answer
 	// to Client.Publish. Lock: mu.
 	unaryLeader map[topicPartition]string
+	// coordinators is where each group's coordinator was last named (in a
+	// relayed subscription's answer). Lock: mu.
+	coordinators map[string]string
 }
 
 type topicPartition struct {
@@ -110,7 +113,9 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // work. A leader that cannot be reached within 2 s is not tried again for
 // 30 s: its partitions keep going through the dialled nodes. Turn it off
 // when the nodes' advertised addresses are not reachable from the client
-// (e.g. behind a single load balancer address).
+// (e.g. behind a single load balancer address). Group members do the same
+// with the group's coordinator, from their next subscription of the group
+// on (a member is not moved while it runs: that would rebalance the group).
 func WithLeaderRouting(on bool) Option {
 	return func(c *clientConfig) { c.direct = on }
 }
@@ -218,6 +223,33 @@ func (c *Client) Close() error {
 	}
 	c.leaders = nil
 	return c.conn.Close()
+}
+
+// coordinatorOf returns where group's coordinator was last named; "" when
+// unknown, for no group, or without leader routing.
+func (c *Client) coordinatorOf(group string) string {
+	if group == "" || !c.cfg.direct {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.coordinators[group]
+}
+
+func (c *Client) setCoordinator(group, addr string) {
+	if group == "" || !c.cfg.direct {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if addr == "" {
+		delete(c.coordinators, group)
+		return
+	}
+	if c.coordinators == nil {
+		c.coordinators = make(map[string]string)
+	}
+	c.coordinators[group] = addr
 }
 
 // leaderAPI returns the API of the node at addr, a partition leader named

@@ -50,14 +50,36 @@ func (s *session) wake() {
 }
 
 // open starts a Subscribe stream at start and waits (bounded by ctx and
-// the session timeout) for the broker's `subscribed`.
+// the session timeout) for the broker's `subscribed`. A group member goes
+// straight to the group's coordinator when an earlier subscription of the
+// Client learned where it is (leader routing), else, or if that fails,
+// through the dialled node.
 func (c *Consumer) open(ctx context.Context, start *hermesv1.StartPosition) (*session, error) {
+	if coord := c.c.coordinatorOf(c.cfg.group); coord != "" {
+		api, err := c.c.leaderAPI(ctx, coord)
+		if err == nil {
+			var s *session
+			if s, err = c.openAt(ctx, api, start); err == nil {
+				return s, nil
+			}
+		}
+		c.c.setCoordinator(c.cfg.group, "")
+		c.c.log.Debug("hermes: subscribing at the group coordinator failed; going through the dialled node", "group", c.cfg.group, "coordinator", coord, "err", err)
+		if ctx.Err() != nil || c.ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	return c.openAt(ctx, c.c.api, start)
+}
+
+// openAt is open through api.
+func (c *Consumer) openAt(ctx context.Context, api hermesv1.HermesClient, start *hermesv1.StartPosition) (*session, error) {
 	hctx, hcancel := context.WithTimeout(ctx, max(c.cfg.sessionTimeout, 10*time.Second))
 	defer hcancel()
 	sctx, cancel := context.WithCancel(c.ctx)
 	stop := context.AfterFunc(hctx, cancel) // the handshake is bounded; the stream is not
 	defer stop()
-	stream, err := c.c.api.Subscribe(sctx)
+	stream, err := api.Subscribe(sctx)
 	if err != nil {
 		cancel()
 		return nil, fromRPC(hctx, err)
@@ -92,6 +114,9 @@ func (c *Consumer) open(ctx context.Context, start *hermesv1.StartPosition) (*se
 		}
 		if ms := sub.GetSessionTimeoutMs(); ms > 0 {
 			s.timeout = time.Duration(ms) * time.Millisecond
+		}
+		if coord := sub.GetCoordinatorAddress(); coord != "" {
+			c.c.setCoordinator(c.cfg.group, coord) // relayed: go direct next time
 		}
 		c.mu.Lock()
 		c.sess, c.memberID = s, sub.GetMemberId()

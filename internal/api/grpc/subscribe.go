@@ -56,6 +56,7 @@ func (s *Service) Subscribe(stream pb.Hermes_SubscribeServer) error {
 	ss.credit.byteLimited = open.CreditBytes > 0
 	if err := ss.send(&pb.SubscribeResponse{Kind: &pb.SubscribeResponse_Subscribed{Subscribed: &pb.Subscribed{
 		MemberId: sub.MemberID(), SessionTimeoutMs: sub.SessionTimeout().Milliseconds(),
+		CoordinatorAddress: sub.Coordinator(),
 	}}}); err != nil {
 		return err
 	}

@@ -2616,8 +2616,12 @@ type Subscribed struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	MemberId         string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	SessionTimeoutMs int64                  `protobuf:"varint,2,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// On a cluster, set when this node relays the group member's stream to
+	// the group's coordinator: the coordinator's gRPC address, where the
+	// client can open its next subscriptions of the group directly.
+	CoordinatorAddress string `protobuf:"bytes,3,opt,name=coordinator_address,json=coordinatorAddress,proto3" json:"coordinator_address,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Subscribed) Reset() {
@@ -2662,6 +2666,13 @@ func (x *Subscribed) GetSessionTimeoutMs() int64 {
 		return x.SessionTimeoutMs
 	}
 	return 0
+}
+
+func (x *Subscribed) GetCoordinatorAddress() string {
+	if x != nil {
+		return x.CoordinatorAddress
+	}
+	return ""
 }
 
 // Assignment tells a group member which partitions it now owns.
@@ -4066,11 +4077,12 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x04nack\x18\x04 \x01(\v2\x16.hermes.v1.NackRequestH\x00R\x04nack\x122\n" +
 	"\x06commit\x18\x05 \x01(\v2\x18.hermes.v1.CommitRequestH\x00R\x06commit\x124\n" +
 	"\theartbeat\x18\x06 \x01(\v2\x14.hermes.v1.HeartbeatH\x00R\theartbeatB\x06\n" +
-	"\x04kind\"W\n" +
+	"\x04kind\"\x88\x01\n" +
 	"\n" +
 	"Subscribed\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12,\n" +
-	"\x12session_timeout_ms\x18\x02 \x01(\x03R\x10sessionTimeoutMs\"b\n" +
+	"\x12session_timeout_ms\x18\x02 \x01(\x03R\x10sessionTimeoutMs\x12/\n" +
+	"\x13coordinator_address\x18\x03 \x01(\tR\x12coordinatorAddress\"b\n" +
 	"\n" +
 	"Assignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
