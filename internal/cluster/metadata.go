@@ -349,19 +349,27 @@ func (m *Metadata) Balance(drain []uint64) []*pb.ReassignPartitions {
 		if load[heavy]-load[light] < 2 {
 			break
 		}
-		moved := false
+		// A partition this plan leaves alone so far first: moving two
+		// replicas of one partition copies it twice where two partitions
+		// moving one replica each would do.
+		var pick *part
 		for _, pt := range parts {
-			if i := slices.Index(pt.target, heavy); i >= 0 && !slices.Contains(pt.target, light) {
-				load[heavy]--
-				load[light]++
-				pt.target[i] = light
-				moved = true
-				break
+			if slices.Contains(pt.target, heavy) && !slices.Contains(pt.target, light) {
+				if slices.Equal(pt.target, pt.t.Replicas[pt.p]) {
+					pick = pt
+					break
+				}
+				if pick == nil {
+					pick = pt
+				}
 			}
 		}
-		if !moved {
+		if pick == nil {
 			break
 		}
+		load[heavy]--
+		load[light]++
+		pick.target[slices.Index(pick.target, heavy)] = light
 	}
 	byTopic := map[string]*pb.ReassignPartitions{}
 	var out []*pb.ReassignPartitions

@@ -191,6 +191,19 @@ func TestMetadataBalanceAndMoves(t *testing.T) {
 	if len(plan) != 1 {
 		t.Fatalf("plan %v", plan)
 	}
+	for _, mv := range plan[0].Moves {
+		tp, _ := m.Topic(mv.Topic)
+		was := tp.Replicas[mv.Partition]
+		changed := 0
+		for _, n := range mv.Target {
+			if !slices.Contains(was, n) {
+				changed++
+			}
+		}
+		if changed != 1 {
+			t.Fatalf("orders/%d moves %d replicas (%v -> %v); one per partition is enough here", mv.Partition, changed, was, mv.Target)
+		}
+	}
 	for _, c := range plan {
 		if _, err := apply(&pb.Command{Kind: &pb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
 			t.Fatal(err)
@@ -279,5 +292,55 @@ func TestMetadataCancelMove(t *testing.T) {
 	}
 	if tp, _ := m.Topic("orders"); tp.Target(0) != nil || !slices.Equal(tp.Replicas[0], was) {
 		t.Fatalf("after the cancelled move: replicas %v target %v", tp.Replicas[0], tp.Target(0))
+	}
+}
+
+// Balance moves at most one replica of a partition when moving one
+// suffices: over random placements of 4 partitions (2 replicas each) on 3
+// nodes, adding a fourth node moves one replica of two partitions.
+func TestMetadataBalanceMovesOneReplicaPerPartition(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for round := 0; round < 200; round++ {
+		m := NewMetadata()
+		for id := uint64(1); id <= 4; id++ {
+			m.nodes[id] = &Node{ID: id}
+		}
+		tp := &Topic{Name: "x", Config: &pb.TopicConfig{Partitions: 4, ReplicationFactor: 2}}
+		for range 4 {
+			a := uint64(rng.Intn(3) + 1)
+			b := uint64(rng.Intn(2) + 1)
+			if b >= a {
+				b++
+			}
+			tp.Replicas = append(tp.Replicas, []uint64{a, b})
+		}
+		m.topics["x"] = tp
+		plan := m.Balance(nil)
+		load := map[uint64]int{}
+		for p, r := range tp.Replicas {
+			target := r
+			for _, c := range plan {
+				for _, mv := range c.Moves {
+					if int(mv.Partition) == p {
+						target = mv.Target
+					}
+				}
+			}
+			changed := 0
+			for _, n := range target {
+				load[n]++
+				if !slices.Contains(r, n) {
+					changed++
+				}
+			}
+			if changed > 1 {
+				t.Fatalf("round %d: x/%d moves %d replicas (%v -> %v), placement %v", round, p, changed, r, target, tp.Replicas)
+			}
+		}
+		for id := uint64(1); id <= 4; id++ {
+			if load[id] != 2 {
+				t.Fatalf("round %d: node %d holds %d replicas after balancing, placement %v, plan %v", round, id, load[id], tp.Replicas, plan)
+			}
+		}
 	}
 }
