@@ -49,6 +49,14 @@ func Binary(t testing.TB) string {
 	return buildPath
 }
 
+// RemoveBinary deletes what Binary built. A test package that uses Binary
+// calls it from TestMain after m.Run, so that runs leave no build behind.
+func RemoveBinary() {
+	if buildPath != "" {
+		os.RemoveAll(filepath.Dir(buildPath))
+	}
+}
+
 func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
