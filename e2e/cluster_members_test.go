@@ -172,30 +172,11 @@ func TestClusterRebalanceMovesReplicas(t *testing.T) {
 	}
 	publish(cs[0])
 
-	raft4 := testcluster.FreeAddr(t)
-	var peers []string
-	for i, n := range nodes {
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, n.RaftAddr))
-	}
-	peers = append(peers, "4="+raft4)
-	n4 := testcluster.StartNode(t, "--node-id", "4", "--raft-addr", raft4, "--peers", strings.Join(peers, ","), "--join", "--log-level", "info")
+	n4 := joinFourthNode(t, nodes, cs[0])
 	c4, _ := dial(t, n4)
-	cli := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(testcluster.Binary(t), args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("hermes %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	cli("cluster", "join", "--addr", nodes[0].GRPCAddr, "--node-id", "4", "--raft-addr", raft4)
-	waitFor(t, 20*time.Second, "node 4 registered", func() bool {
-		resp, err := cs[0].DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
-		return err == nil && len(resp.Nodes) == 4
-	})
 
 	start := time.Now()
-	out := cli("cluster", "rebalance", "--addr", nodes[1].GRPCAddr, "--wait", "60s")
+	out := hermesCLI(t, "cluster", "rebalance", "--addr", nodes[1].GRPCAddr, "--wait", "60s")
 	t.Logf("rebalance onto node 4 (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
 	publish(c4) // through the new node, after the moves
 
@@ -243,12 +224,12 @@ func TestClusterRebalanceMovesReplicas(t *testing.T) {
 		}
 	}
 
-	out = cli("cluster", "rebalance", "--addr", nodes[2].GRPCAddr, "--drain", "4", "--wait", "60s")
+	out = hermesCLI(t, "cluster", "rebalance", "--addr", nodes[2].GRPCAddr, "--drain", "4", "--wait", "60s")
 	t.Logf("drain node 4:\n%s", out)
 	if held := holds(4); len(held) != 0 {
 		t.Fatalf("node 4 still holds %v after draining it", held)
 	}
-	cli("cluster", "remove", "--addr", nodes[0].GRPCAddr, "4")
+	hermesCLI(t, "cluster", "remove", "--addr", nodes[0].GRPCAddr, "4")
 	n4.Stop()
 	publish(cs[1])
 	for p := int32(0); p < 4; p++ {
@@ -480,27 +461,8 @@ func TestClusterRebalanceThroughLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raft4 := testcluster.FreeAddr(t)
-	var peers []string
-	for i, n := range nodes {
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, n.RaftAddr))
-	}
-	peers = append(peers, "4="+raft4)
-	n4 := testcluster.StartNode(t, "--node-id", "4", "--raft-addr", raft4, "--peers", strings.Join(peers, ","), "--join", "--log-level", "info")
+	n4 := joinFourthNode(t, nodes, cs[0])
 	c4, _ := dial(t, n4)
-	cli := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(testcluster.Binary(t), args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("hermes %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	cli("cluster", "join", "--addr", nodes[0].GRPCAddr, "--node-id", "4", "--raft-addr", raft4)
-	waitFor(t, 20*time.Second, "node 4 registered", func() bool {
-		resp, err := cs[0].DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
-		return err == nil && len(resp.Nodes) == 4
-	})
 
 	// An SDK producer publishes throughout, through the three first nodes.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -538,7 +500,7 @@ func TestClusterRebalanceThroughLeaderKill(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 
-	cli("cluster", "rebalance", "--addr", nodes[1].GRPCAddr)
+	hermesCLI(t, "cluster", "rebalance", "--addr", nodes[1].GRPCAddr)
 	// Kill the leader of a partition that is moving onto node 4.
 	var victim uint64
 	waitFor(t, 10*time.Second, "a partition moving onto node 4 with a known leader", func() bool {
@@ -648,29 +610,10 @@ func TestClusterCancelMoveToDeadNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raft4 := testcluster.FreeAddr(t)
-	var peers []string
-	for i, n := range nodes {
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, n.RaftAddr))
-	}
-	peers = append(peers, "4="+raft4)
-	n4 := testcluster.StartNode(t, "--node-id", "4", "--raft-addr", raft4, "--peers", strings.Join(peers, ","), "--join", "--log-level", "info")
-	cli := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(testcluster.Binary(t), args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("hermes %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	cli("cluster", "join", "--addr", nodes[0].GRPCAddr, "--node-id", "4", "--raft-addr", raft4)
-	waitFor(t, 20*time.Second, "node 4 registered", func() bool {
-		resp, err := cs[0].DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
-		return err == nil && len(resp.Nodes) == 4
-	})
+	n4 := joinFourthNode(t, nodes, cs[0])
 	n4.Kill() // for good
 
-	out := cli("cluster", "rebalance", "--addr", nodes[1].GRPCAddr)
+	out := hermesCLI(t, "cluster", "rebalance", "--addr", nodes[1].GRPCAddr)
 	t.Logf("rebalance onto the dead node 4:\n%s", out)
 	time.Sleep(2 * time.Second) // the leaders add node 4 as a voter; it never catches up
 	moving := func() int {
@@ -689,7 +632,7 @@ func TestClusterCancelMoveToDeadNode(t *testing.T) {
 	if n := moving(); n == 0 {
 		t.Fatal("the moves onto a dead node finished")
 	}
-	out = cli("cluster", "rebalance", "--addr", nodes[2].GRPCAddr, "--cancel", "--wait", "30s")
+	out = hermesCLI(t, "cluster", "rebalance", "--addr", nodes[2].GRPCAddr, "--cancel", "--wait", "30s")
 	t.Logf("cancel:\n%s", out)
 	if n := moving(); n != 0 {
 		t.Fatalf("%d partitions still moving after the cancel", n)
@@ -708,5 +651,36 @@ func TestClusterCancelMoveToDeadNode(t *testing.T) {
 			t.Fatalf("publish to moving/%d after the cancel: %v", p, err)
 		}
 	}
-	cli("cluster", "remove", "--addr", nodes[0].GRPCAddr, "4")
+	hermesCLI(t, "cluster", "remove", "--addr", nodes[0].GRPCAddr, "4")
+}
+
+// joinFourthNode starts node 4 with --join, adds it to the cluster of
+// nodes through `hermes cluster join`, and waits until c sees it
+// registered.
+func joinFourthNode(t *testing.T, nodes []*testcluster.Node, c pb.HermesClient) *testcluster.Node {
+	t.Helper()
+	raft4 := testcluster.FreeAddr(t)
+	var peers []string
+	for i, n := range nodes {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, n.RaftAddr))
+	}
+	peers = append(peers, "4="+raft4)
+	n4 := testcluster.StartNode(t, "--node-id", "4", "--raft-addr", raft4, "--peers", strings.Join(peers, ","), "--join", "--log-level", "info")
+	hermesCLI(t, "cluster", "join", "--addr", nodes[0].GRPCAddr, "--node-id", "4", "--raft-addr", raft4)
+	waitFor(t, 20*time.Second, "node 4 registered", func() bool {
+		resp, err := c.DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		return err == nil && len(resp.Nodes) == 4
+	})
+	return n4
+}
+
+// hermesCLI runs the hermes command and returns its output; it fails the
+// test when the command fails.
+func hermesCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(testcluster.Binary(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hermes %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }

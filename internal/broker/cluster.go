@@ -337,28 +337,7 @@ type Move struct {
 // (DescribeCluster shows each moving partition's target); it returns the
 // moves started.
 func (b *Broker) Rebalance(drain []uint64) ([]Move, error) {
-	if b.cl == nil {
-		return nil, errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := b.cl.meta.Sync(ctx); err != nil {
-		return nil, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("rebalance: catch up with the metadata: %v", err)}
-	}
-	var out []Move
-	for _, c := range b.cl.meta.Balance(drain) {
-		if _, err := b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
-			return out, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("rebalance: %v", err)}
-		}
-		for _, mv := range c.GetMoves() {
-			m := Move{Topic: mv.GetTopic(), Partition: mv.GetPartition(), To: mv.GetTarget()}
-			if ct, ok := b.cl.meta.Topic(m.Topic); ok && int(m.Partition) < len(ct.Replicas) {
-				m.From = ct.Replicas[m.Partition]
-			}
-			out = append(out, m)
-		}
-	}
-	return out, nil
+	return b.reassign("rebalance", func() []*cpb.ReassignPartitions { return b.cl.meta.Balance(drain) })
 }
 
 // CancelMoves stops the replica moves in progress: each moving partition
@@ -366,30 +345,50 @@ func (b *Broker) Rebalance(drain []uint64) ([]Move, error) {
 // the way (cancelling a move whose new node died, which could never
 // finish). It returns the moves cancelled, From being where they went.
 func (b *Broker) CancelMoves() ([]Move, error) {
+	return b.reassign("cancel moves", func() []*cpb.ReassignPartitions {
+		var plan []*cpb.ReassignPartitions
+		for _, ct := range b.cl.meta.Topics() {
+			c := &cpb.ReassignPartitions{Replace: true}
+			for i, target := range ct.Targets {
+				if target != nil && i < len(ct.Replicas) {
+					c.Moves = append(c.Moves, &cpb.Reassignment{Topic: ct.Name, Partition: int32(i), Target: ct.Replicas[i]})
+				}
+			}
+			if len(c.Moves) > 0 {
+				plan = append(plan, c)
+			}
+		}
+		return plan
+	})
+}
+
+// reassign runs the reassignments plan makes from the metadata as the
+// leader has it, and returns the moves, each From where the partition
+// was going (its target if it was moving, else its replicas).
+func (b *Broker) reassign(what string, plan func() []*cpb.ReassignPartitions) ([]Move, error) {
 	if b.cl == nil {
 		return nil, errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := b.cl.meta.Sync(ctx); err != nil {
-		return nil, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("cancel moves: catch up with the metadata: %v", err)}
+		return nil, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("%s: catch up with the metadata: %v", what, err)}
 	}
 	var out []Move
-	for _, ct := range b.cl.meta.Topics() {
-		c := &cpb.ReassignPartitions{Replace: true}
+	for _, c := range plan() {
 		var moves []Move
-		for i, target := range ct.Targets {
-			if target == nil || i >= len(ct.Replicas) {
-				continue
+		for _, mv := range c.GetMoves() {
+			m := Move{Topic: mv.GetTopic(), Partition: mv.GetPartition(), To: mv.GetTarget()}
+			if ct, ok := b.cl.meta.Topic(m.Topic); ok && int(m.Partition) < len(ct.Replicas) {
+				m.From = ct.Replicas[m.Partition]
+				if t := ct.Target(int(m.Partition)); t != nil {
+					m.From = t
+				}
 			}
-			c.Moves = append(c.Moves, &cpb.Reassignment{Topic: ct.Name, Partition: int32(i), Target: ct.Replicas[i]})
-			moves = append(moves, Move{Topic: ct.Name, Partition: int32(i), From: target, To: ct.Replicas[i]})
-		}
-		if len(c.Moves) == 0 {
-			continue
+			moves = append(moves, m)
 		}
 		if _, err := b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
-			return out, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("cancel moves: %v", err)}
+			return out, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("%s: %v", what, err)}
 		}
 		out = append(out, moves...)
 	}

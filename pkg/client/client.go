@@ -177,6 +177,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		cfg:   cfg,
 		log:   cfg.logger,
 		retry: cfg.retry,
+
+		unaryLeader:  make(map[topicPartition]string),
+		coordinators: make(map[string]string),
 	}, nil
 }
 
@@ -242,14 +245,16 @@ func (c *Client) setCoordinator(group, addr string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	remember(c.coordinators, group, addr)
+}
+
+// remember sets m[k] to addr, or forgets k when addr is "".
+func remember[K comparable](m map[K]string, k K, addr string) {
 	if addr == "" {
-		delete(c.coordinators, group)
+		delete(m, k)
 		return
 	}
-	if c.coordinators == nil {
-		c.coordinators = make(map[string]string)
-	}
-	c.coordinators[group] = addr
+	m[k] = addr
 }
 
 // leaderAPI returns the API of the node at addr, a partition leader named

@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,7 +57,15 @@ type fakeBroker struct {
 	perf    []*hermesv1.Record
 	acked   []int64
 	commits []*hermesv1.PartitionOffset
+	// leaderAddr, when set, is named as the partition leader in every
+	// publish answer, as a cluster node that relayed the publish does.
+	leaderAddr string
 }
+
+// unreachableLeader is a leader address the fake's dialer refuses, as for
+// a leader whose advertised address the client cannot reach; every other
+// address reaches the fake itself (passthrough: no name resolution).
+const unreachableLeader = "passthrough:///unreachable"
 
 func newFakeBroker() *fakeBroker {
 	return &fakeBroker{topics: map[string][][]record.Record{}, seen: map[[16]byte]int64{},
@@ -78,7 +88,12 @@ func startFakeServer(t testing.TB, srvOpts []grpc.ServerOption, opts ...Option) 
 	hermesv1.RegisterHermesServer(srv, fb)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
-	dialer := func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		if addr == strings.TrimPrefix(unreachableLeader, "passthrough:///") {
+			return nil, errors.New("connection refused")
+		}
+		return lis.DialContext(ctx)
+	}
 	opts = append([]Option{WithDialOptions(grpc.WithContextDialer(dialer)), WithRetry(5, time.Millisecond)}, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -189,6 +204,7 @@ func (f *fakeBroker) Publish(_ context.Context, r *hermesv1.PublishRequest) (*he
 		off := f.appendRecs(r.GetTopic(), p, []record.Record{rec})
 		resp.Acks = append(resp.Acks, &hermesv1.RecordAck{Partition: p, Offset: off})
 	}
+	resp.LeaderAddress = f.leaderAddr
 	return resp, nil
 }
 
@@ -259,6 +275,7 @@ func (f *fakeBroker) publishPacked(req *hermesv1.PublishRequest) *hermesv1.Publi
 	}
 	resp.Partition, resp.Count = req.GetPartition(), int32(len(recs))
 	resp.BaseOffset = f.appendRecs(req.GetTopic(), req.GetPartition(), recs)
+	resp.LeaderAddress = f.leaderAddr
 	return resp
 }
 

@@ -130,14 +130,7 @@ func (c *Client) publishToLeader(ctx context.Context, tp topicPartition, req *he
 func (c *Client) setUnaryLeader(tp topicPartition, addr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if addr == "" {
-		delete(c.unaryLeader, tp)
-		return
-	}
-	if c.unaryLeader == nil {
-		c.unaryLeader = make(map[topicPartition]string)
-	}
-	c.unaryLeader[tp] = addr
+	remember(c.unaryLeader, tp, addr)
 }
 
 // ensureID gives m a new UUIDv7 when its ID is zero.

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -100,5 +102,92 @@ func TestRoutesWaitForTheLeaderStream(t *testing.T) {
 	}
 	if got, ok := r.of(0, now, open); got != "n2:1" || !ok {
 		t.Fatalf("with the leader's stream open the partition goes to %q (%v)", got, ok)
+	}
+}
+
+// publishRounds publishes rounds of n records through p, each round
+// flushed (so that partitions may move between rounds), and returns the
+// futures.
+func publishRounds(t *testing.T, p *Producer, rounds, n int) []*Future {
+	t.Helper()
+	var futs []*Future
+	for r := range rounds {
+		for i := range n {
+			futs = append(futs, p.Publish(testCtx(t), &Message{Key: fmt.Appendf(nil, "k%d", i), Payload: fmt.Appendf(nil, "r%d-%d", r, i)}))
+		}
+		if err := p.Flush(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return futs
+}
+
+// A leader the broker names but the client cannot connect to: the
+// Producer and Client.Publish keep going through the dialled node, and
+// nothing is lost or stored twice.
+func TestProducerRelaysWhenLeaderUnreachable(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "t", 2)
+	fb.mu.Lock()
+	fb.leaderAddr = unreachableLeader
+	fb.mu.Unlock()
+	p, err := c.NewProducer(testCtx(t), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	futs := publishRounds(t, p, 3, 100)
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkAcks(t, fb, "t", futs)
+	fb.mu.Lock()
+	streams := fb.streamsOpen
+	fb.mu.Unlock()
+	if streams != 1 {
+		t.Fatalf("%d publish streams opened, want 1 (the dialled node's)", streams)
+	}
+	for i := range 2 {
+		acks, err := c.Publish(testCtx(t), "t", []*Message{{Payload: []byte("unary")}}, WithPartition(0))
+		if err != nil {
+			t.Fatalf("unary publish %d: %v", i, err)
+		}
+		fb.mu.Lock()
+		got := fb.topics["t"][acks[0].Partition][acks[0].Offset].MessageID // the fake spreads unary records round-robin
+		fb.mu.Unlock()
+		if got != [16]byte(acks[0].ID) {
+			t.Fatalf("unary publish %d: the log has another record at %d/%d", i, acks[0].Partition, acks[0].Offset)
+		}
+	}
+}
+
+// A reachable leader: the Producer opens a second stream, to it, and moves
+// the partitions there; every record lands once.
+func TestProducerMovesToNamedLeader(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "t", 2)
+	fb.mu.Lock()
+	fb.leaderAddr = "passthrough:///leader" // the fake's dialer reaches the fake itself
+	fb.mu.Unlock()
+	p, err := c.NewProducer(testCtx(t), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	futs := publishRounds(t, p, 3, 100)
+	p.mu.Lock()
+	routed := slices.Clone(p.routes.addr)
+	p.mu.Unlock()
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkAcks(t, fb, "t", futs)
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if fb.streamsOpen != 2 {
+		t.Fatalf("%d publish streams opened, want 2 (the dialled node's and the leader's)", fb.streamsOpen)
+	}
+	for part, addr := range routed {
+		if addr != "passthrough:///leader" {
+			t.Fatalf("partition %d goes to %q after 3 rounds, want the leader", part, addr)
+		}
 	}
 }
