@@ -13,13 +13,9 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/gqlerror"
-)
 
-// maxBodyPrealloc bounds the buffer allocated for a body from its
-// Content-Length before any of it has arrived; a bigger body grows the
-// buffer as it comes, so that a client announcing a big body and sending
-// none costs no memory.
-const maxBodyPrealloc = 64 << 10
+	"github.com/hermes-mq/hermes/internal/httpbody"
+)
 
 // Response content types of POST (graphql-over-http).
 const (
@@ -63,7 +59,7 @@ func (postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 		paramsPool.Put(params)
 	}()
 	start := graphql.Now()
-	body, err := readBody(r)
+	body, err := httpbody.Read(r.Body, r.ContentLength)
 	if err != nil {
 		gqlErr := gqlerror.Errorf("could not read request body: %+v", err)
 		writeResponse(w, exec.DispatchError(ctx, gqlerror.List{gqlErr}))
@@ -85,29 +81,6 @@ func (postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	}
 	responses, ctx := exec.DispatchOperation(ctx, oc)
 	writeResponse(w, responses(ctx))
-}
-
-// readBody reads all of r's body, as io.ReadAll does, into a buffer sized
-// for its Content-Length (up to maxBodyPrealloc).
-func readBody(r *http.Request) ([]byte, error) {
-	n := 512 // io.ReadAll's first size
-	if r.ContentLength >= 0 {
-		n = int(min(r.ContentLength, maxBodyPrealloc)) + 1 // +1: room to read EOF
-	}
-	b := make([]byte, 0, n)
-	for {
-		m, err := r.Body.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // let append choose the growth
-		}
-	}
 }
 
 // responseContentType chooses the response's content type from the

@@ -1,36 +1,9 @@
 package rest
 
 import (
-	"io"
 	"net/http"
 	"strconv"
 )
-
-// maxBodyPrealloc bounds the buffer allocated for a body from its
-// Content-Length before any of it has arrived; a bigger body grows the
-// buffer as it comes, so that a client announcing a big body and sending
-// none costs no memory.
-const maxBodyPrealloc = 64 << 10
-
-// readBody reads all of r, as io.ReadAll does, into a buffer sized for the
-// body's announced length (up to maxBodyPrealloc). On an error it returns
-// what it read before it.
-func readBody(r io.Reader, length int64) ([]byte, error) {
-	b := make([]byte, 0, min(length, maxBodyPrealloc)+1) // +1: room to read EOF
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // let append choose the growth
-		}
-	}
-}
 
 // errReader is a reader that fails with err.
 type errReader struct{ err error }

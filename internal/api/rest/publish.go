@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/internal/httpbody"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -46,7 +47,7 @@ type publishPlan struct {
 // then the error, as it would have had streaming from r, so that the
 // answer is the same.
 func readPublish(r io.Reader, length int64) (*publishPlan, error) {
-	body, err := readBody(r, length)
+	body, err := httpbody.Read(r, length)
 	if err != nil {
 		return decodePublish(io.MultiReader(bytes.NewReader(body), errReader{err}))
 	}
