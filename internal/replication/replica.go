@@ -283,9 +283,20 @@ func (r *Replica) Campaign() {
 			_ = r.rn.Campaign() // fails only for an unpromotable replica
 		}
 	}
+	_ = r.call(context.Background(), f)
+}
+
+// call hands f to the replica's goroutine, which runs it between Readies.
+// ErrStopped when the replica stopped, ctx.Err() when ctx ended first; f
+// does not run then.
+func (r *Replica) call(ctx context.Context, f func()) error {
 	select {
 	case r.calls <- f:
+		return nil
 	case <-r.stopc:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -314,13 +325,11 @@ func (r *Replica) Progress() (lag map[uint64]uint64, ok bool) {
 		}
 		ok = true
 	}
-	select {
-	case r.calls <- f:
-		<-done
-		return lag, ok
-	case <-r.stopc:
+	if r.call(context.Background(), f) != nil {
 		return nil, false
 	}
+	<-done
+	return lag, ok
 }
 
 // TransferLeadership asks the group to make node the leader, if this
@@ -343,10 +352,8 @@ func (r *Replica) TransferLeadership(node uint64) bool {
 		r.rn.TransferLeader(node)
 		started = true
 	}
-	select {
-	case r.calls <- f:
+	if r.call(context.Background(), f) == nil {
 		<-done
-	case <-r.stopc:
 	}
 	if started { // the loop's next Ready sends the MsgTimeoutNow
 		r.cfg.Logger.Info("transferring leadership", "group", r.cfg.Group, "to", node)
@@ -370,12 +377,8 @@ func (r *Replica) ReadIndex(ctx context.Context) error {
 		r.reads[key] = ch
 		r.rn.ReadIndex([]byte(key))
 	}
-	select {
-	case r.calls <- f:
-	case <-r.stopc:
-		return ErrStopped
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := r.call(ctx, f); err != nil {
+		return err
 	}
 	var idx uint64
 	select {
@@ -383,10 +386,8 @@ func (r *Replica) ReadIndex(ctx context.Context) error {
 	case <-r.stopc:
 		return ErrStopped
 	case <-ctx.Done():
-		select { // forget the request; raft may never answer it
-		case r.calls <- func() { delete(r.reads, key) }:
-		case <-r.stopc:
-		}
+		// Forget the request; raft may never answer it.
+		_ = r.call(context.Background(), func() { delete(r.reads, key) })
 		return ctx.Err()
 	}
 	for r.applied.Load() < idx {
@@ -434,12 +435,8 @@ func (r *Replica) ChangeVoter(ctx context.Context, node uint64, add bool, contex
 		}
 		errc <- nil
 	}
-	select {
-	case r.calls <- f:
-	case <-r.stopc:
-		return ErrStopped
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := r.call(ctx, f); err != nil {
+		return err
 	}
 	if err := <-errc; err != nil {
 		return err
@@ -469,12 +466,10 @@ func (r *Replica) CompactBefore(boundary func() int64) error {
 		_, err := r.store.CompactBefore(boundary(), r.applied.Load(), nil)
 		errc <- err
 	}
-	select {
-	case r.calls <- f:
-		return <-errc
-	case <-r.stopc:
-		return ErrStopped
+	if err := r.call(context.Background(), f); err != nil {
+		return err
 	}
+	return <-errc
 }
 
 // Voters returns the group's voters as this replica has applied them.
