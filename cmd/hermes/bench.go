@@ -101,6 +101,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&b.cfg.DrainTimeout, "drain-timeout", d.DrainTimeout, "after publishing, wait at most this long for the subscribers")
 	f.DurationVar(&b.cfg.DrainIdle, "drain-idle", d.DrainIdle, "stop draining when nothing arrived for this long")
 	f.DurationVar(&b.cfg.Linger, "linger", 0, "producer linger (Hermes grpc-stream, Kafka)")
+	f.IntVar(&b.cfg.MaxInFlight, "max-in-flight", d.MaxInFlight, "records each worker may have published and not yet seen answered, for every target")
 	f.StringVar(&b.pids, "broker-pids", "", "comma-separated PIDs of broker processes whose CPU to report")
 	f.StringVar(&b.cfg.Topic, "topic", "", "topic name prefix (default bench-<scenario>-<time>)")
 	f.BoolVar(&b.cfg.KeepTopics, "keep-topics", false, "do not delete the run's topics at the end")

@@ -185,3 +185,57 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// holdingPublisher answers nothing until released; it counts what it holds.
+type holdingPublisher struct {
+	mu      chan struct{} // a one-token lock
+	held    []func(error)
+	maxHeld int
+}
+
+func (p *holdingPublisher) Publish(_ context.Context, _ [16]byte, _ []byte, done func(error)) {
+	p.mu <- struct{}{}
+	p.held = append(p.held, done)
+	p.maxHeld = max(p.maxHeld, len(p.held))
+	<-p.mu
+}
+
+func (p *holdingPublisher) release() int {
+	p.mu <- struct{}{}
+	held := p.held
+	p.held = nil
+	<-p.mu
+	for _, done := range held {
+		done(nil)
+	}
+	return len(held)
+}
+
+func (p *holdingPublisher) Close(context.Context) error { return nil }
+
+func TestWorkerKeepsAtMostMaxInFlightUnanswered(t *testing.T) {
+	cfg := Defaults()
+	cfg.Count, cfg.Workers, cfg.MaxInFlight = 100, 1, 8
+	r := &run{cfg: &cfg, protos: []string{ProtoGRPC}, topics: []string{"t"}, v: NewVerifier(1),
+		stats: []*protoStats{{name: ProtoGRPC, ack: NewHist()}}, start: time.Now()}
+	r.errs.init()
+	pub := &holdingPublisher{mu: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.work(context.Background(), 0, workerPubs{own: pub})
+	}()
+	answered := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for answered < 100 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // let the worker fill its window
+		answered += pub.release()
+	}
+	<-done
+	if answered != 100 || pub.maxHeld > cfg.MaxInFlight || pub.maxHeld < 1 {
+		t.Fatalf("answered %d of 100; at most %d held at once (window %d)", answered, pub.maxHeld, cfg.MaxInFlight)
+	}
+	if got := r.stats[0].acked.Load(); got != 100 {
+		t.Fatalf("acked %d", got)
+	}
+}

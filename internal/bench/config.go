@@ -62,9 +62,14 @@ type Config struct {
 	DrainTimeout time.Duration `json:"drain_timeout"`
 	DrainIdle    time.Duration `json:"drain_idle"`
 	// Linger is the producers' linger (Hermes grpc-stream, Kafka).
-	Linger     time.Duration `json:"linger"`
-	BrokerPIDs []int         `json:"broker_pids"`
-	KeepTopics bool          `json:"keep_topics"`
+	Linger time.Duration `json:"linger"`
+	// MaxInFlight bounds the records each worker has published and not
+	// yet seen answered, for every target alike (a Kafka producer's
+	// default in-flight limit bounds it the same way): the worker waits
+	// for an answer before it publishes more.
+	MaxInFlight int   `json:"max_in_flight"`
+	BrokerPIDs  []int `json:"broker_pids"`
+	KeepTopics  bool  `json:"keep_topics"`
 
 	// Progress receives the once-a-second progress line (nil: none);
 	// ProgressTTY makes it one line rewritten with a carriage return.
@@ -89,6 +94,9 @@ type Hooks struct {
 	MisrouteEveryNth int64
 }
 
+// DefaultMaxInFlight is the records a worker may have unanswered.
+const DefaultMaxInFlight = 1024
+
 // Defaults returns the defaults of the command's flags.
 func Defaults() Config {
 	return Config{
@@ -97,6 +105,7 @@ func Defaults() Config {
 		GRPCTargets: []string{"127.0.0.1:50051"}, HTTPTargets: []string{"127.0.0.1:8080"},
 		KafkaBrokers: []string{"127.0.0.1:9092"}, NATSURL: "nats://127.0.0.1:4222",
 		Verify: true, SlowDelay: 2 * time.Millisecond, DrainTimeout: 2 * time.Minute, DrainIdle: 15 * time.Second,
+		MaxInFlight: DefaultMaxInFlight,
 	}
 }
 
@@ -113,6 +122,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("give a positive -duration or -count")
 	case c.Rate < 0:
 		return fmt.Errorf("rate must not be negative")
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("max in flight must be at least 1, got %d", c.MaxInFlight)
 	case c.Size < 1 || c.Size > 64<<20:
 		return fmt.Errorf("size %d out of range", c.Size)
 	case c.Partitions < 1:

@@ -216,7 +216,7 @@ func (rep *Report) Print(w io.Writer) {
 	if p.TargetRate > 0 {
 		load = fmt.Sprintf("open loop at %.0f msgs/s (latency from due time)", p.TargetRate)
 	}
-	fmt.Fprintf(w, "publish   %s; window %.2fs\n", load, p.WindowSeconds)
+	fmt.Fprintf(w, "publish   %s; at most %d unanswered records per worker; window %.2fs\n", load, c.MaxInFlight, p.WindowSeconds)
 	fmt.Fprintf(w, "          sent %d  acknowledged %d  failed %d\n", p.Sent, p.Acked, p.Failed)
 	fmt.Fprintf(w, "          throughput %.0f msgs/s  %.2f MB/s\n", p.MsgsPerSec, p.MBPerSec)
 	fmt.Fprintf(w, "          publish->ack  %s\n", p.AckLatency)

@@ -230,6 +230,7 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 	quotaN := uint64(quota(r.cfg.Count, r.cfg.Workers, w))
 	st := r.stats[w%len(r.protos)]
 	h := r.cfg.Hooks
+	window := make(chan struct{}, r.cfg.MaxInFlight) // one token per unanswered record
 	for j := uint64(0); ; j++ {
 		if r.cfg.Count > 0 && j >= quotaN {
 			return
@@ -247,8 +248,16 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 		if h.MisrouteEveryNth > 0 && (j+1)%uint64(h.MisrouteEveryNth) == 0 {
 			pub = pubs.other
 		}
+		select {
+		case window <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		r.v.Sent(uint32(w), j)
-		pub.Publish(ctx, id, payload, func(err error) { r.answered(uint32(w), j, due, err, st) })
+		pub.Publish(ctx, id, payload, func(err error) {
+			r.answered(uint32(w), j, due, err, st)
+			<-window
+		})
 	}
 }
 
