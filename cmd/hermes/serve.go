@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/server"
 )
 
@@ -24,12 +23,9 @@ func newServeCmd() *cobra.Command {
 		logLevel  string
 		logFormat string
 		shutdown  time.Duration
-		raftAddr  string
 		peers     string
-		join      bool
-		metaSnap  int
-		rf        int32
 	)
+	cc := &cfg.Broker.Cluster
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Hermes broker node",
@@ -47,15 +43,18 @@ variable: HERMES_ and the flag name in upper case with _ for -
 			}
 			cfg.Logger = logger
 			cfg.Version = version
+			if cc.NodeID == 0 {
+				return fmt.Errorf("--node-id must be a positive integer")
+			}
 			if peers != "" {
-				cc, err := clusterConfig(cfg.Broker.NodeID, raftAddr, peers, rf)
-				if err != nil {
+				if !cmd.Flags().Changed("raft-addr") {
+					cc.RaftAddr = "" // this node's address in --peers
+				}
+				var err error
+				if cc.Peers, err = parsePeers(cc.NodeID, peers); err != nil {
 					return err
 				}
-				cc.Join = join
-				cc.MetaSnapshotEntries = metaSnap
-				cfg.Broker.Cluster = cc
-			} else if join {
+			} else if cc.Join {
 				return fmt.Errorf("--join needs --peers: the nodes of the cluster to join, and this one")
 			}
 			return serve(cfg, shutdown)
@@ -65,23 +64,22 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.StringVar(&cfg.Broker.DataDir, "data-dir", "./data", "directory for partition logs and metadata")
 	f.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:50051", "gRPC listen address")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address for /metrics, /healthz, /readyz")
-	f.StringVar(&cfg.Broker.NodeID, "node-id", "1", "this node's id")
-	f.DurationVar(&cfg.Broker.FsyncInterval, "fsync-interval", 0, "fsync at most this often (0: every group commit); acks always wait for their fsync")
+	f.Uint64Var(&cc.NodeID, "node-id", 1, "this node's id in its cluster (a single node is a cluster of one); a data directory belongs to the id it was first started with")
+	f.StringVar(&cc.RaftAddr, "raft-addr", "127.0.0.1:50052", "listen address for other nodes (Raft and the internal service); a single node listens too, so that nodes can join it (default: this node's address in --peers, if given)")
 	f.Int64Var(&cfg.Broker.MaxDiskBytes, "max-disk-bytes", 0, "quota on all partition logs; beyond it publishes get RESOURCE_EXHAUSTED (0: none)")
-	f.Int64Var(&cfg.Broker.MaxQueueBytes, "max-queue-bytes", 64<<20, "publish bytes queued per partition before RESOURCE_EXHAUSTED")
+	f.Int64Var(&cfg.Broker.MaxQueueBytes, "max-queue-bytes", 64<<20, "publish bytes queued per partition; beyond it a publish waits up to 10s, then gets RESOURCE_EXHAUSTED")
 	f.Int64Var(&cfg.Broker.TailCacheBytes, "tail-cache-bytes", 16<<20, "RAM per partition for the newest records (live readers)")
 	f.IntVar(&cfg.Broker.RingRecords, "ring-records", 65536, "performance-mode records kept in RAM per partition")
 	f.Int64Var(&cfg.Broker.RingBytes, "ring-bytes", 64<<20, "performance-mode bytes kept in RAM per partition")
 	f.DurationVar(&cfg.Broker.RetentionCheck, "retention-check", 30*time.Second, "how often retention deletes old segments")
 	f.DurationVar(&cfg.Broker.DedupWindow, "dedup-window", 2*time.Minute, "a publish retried within this time (same records, same message ids) is answered with the first copy's offsets instead of stored again")
 	f.IntVar(&cfg.Broker.DedupMaxBatches, "dedup-max-batches", 10000, "batches remembered per partition for duplicate detection (-1: off)")
-	f.StringVar(&raftAddr, "raft-addr", "", "cluster: listen address for other nodes (default: this node's address in --peers)")
 	f.StringVar(&peers, "peers", "", "cluster: every node of the cluster as id=host:port (their --raft-addr), this one included; empty: a single node")
 	f.StringVar(&cfg.AdvertiseGRPCAddr, "advertise-grpc-addr", "", "cluster: gRPC address other nodes relay to and clients are sent to (default: the --grpc-addr listener; set it when listening on 0.0.0.0)")
 	f.StringVar(&cfg.AdvertiseHTTPAddr, "advertise-http-addr", "", "cluster: HTTP address announced to the other nodes (default: the --http-addr listener)")
-	f.BoolVar(&join, "join", false, "cluster: this node is new to a running cluster: wait to be added (hermes cluster join) instead of bootstrapping with --peers")
-	f.IntVar(&metaSnap, "metadata-snapshot-entries", 1000, "cluster: fold the metadata log into a snapshot every so many entries")
-	f.Int32Var(&rf, "replication-factor", 0, "cluster: default replicas per partition (default min(3, nodes))")
+	f.BoolVar(&cc.Join, "join", false, "cluster: this node is new to a running cluster: wait to be added (hermes cluster join) instead of bootstrapping with --peers")
+	f.IntVar(&cc.MetaSnapshotEntries, "metadata-snapshot-entries", 1000, "fold the metadata log into a snapshot every so many entries")
+	f.Int32Var(&cc.ReplicationFactor, "replication-factor", 0, "default replicas per partition (default min(3, nodes of the cluster))")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -124,8 +122,8 @@ func serve(cfg server.Config, shutdownTimeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    http://%s (/metrics /healthz /readyz)\n  data:    %s\n",
-		version, s.GRPCAddr(), s.HTTPAddr(), cfg.Broker.DataDir)
+	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    http://%s (/metrics /healthz /readyz)\n  nodes:   %s (node %d)\n  data:    %s\n",
+		version, s.GRPCAddr(), s.HTTPAddr(), s.RaftAddr(), s.Broker().NodeID(), cfg.Broker.DataDir)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	var serveErr error
@@ -143,26 +141,23 @@ func serve(cfg server.Config, shutdownTimeout time.Duration) error {
 	return serveErr
 }
 
-// clusterConfig parses the cluster flags.
-func clusterConfig(nodeID, raftAddr, peers string, rf int32) (*broker.ClusterConfig, error) {
-	id, err := strconv.ParseUint(nodeID, 10, 64)
-	if err != nil || id == 0 {
-		return nil, fmt.Errorf("--node-id must be a positive integer on a cluster, got %q", nodeID)
-	}
-	cc := &broker.ClusterConfig{NodeID: id, RaftAddr: raftAddr, Peers: map[uint64]string{}, ReplicationFactor: rf}
+// parsePeers parses --peers: id=host:port for every node, this one (id)
+// included.
+func parsePeers(id uint64, peers string) (map[uint64]string, error) {
+	out := map[uint64]string{}
 	for _, p := range strings.Split(peers, ",") {
 		idStr, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
 		pid, err := strconv.ParseUint(idStr, 10, 64)
 		if !ok || err != nil || pid == 0 || addr == "" {
 			return nil, fmt.Errorf("--peers: %q is not id=host:port", p)
 		}
-		if _, dup := cc.Peers[pid]; dup {
+		if _, dup := out[pid]; dup {
 			return nil, fmt.Errorf("--peers: node %d named twice", pid)
 		}
-		cc.Peers[pid] = addr
+		out[pid] = addr
 	}
-	if _, ok := cc.Peers[id]; !ok {
+	if _, ok := out[id]; !ok {
 		return nil, fmt.Errorf("--peers does not name this node (%d)", id)
 	}
-	return cc, nil
+	return out, nil
 }

@@ -2,13 +2,17 @@
 // publishing in the three delivery modes, fetching, subscriptions with
 // credit-based flow control, and consumer groups.
 //
+// A broker is always a node of a cluster: a single node is a cluster of
+// one, whose partitions are Raft groups with one voter and whose topics
+// and committed offsets live in the metadata group, exactly as on three
+// nodes. There is one durable write path (internal/replication).
+//
 // The Broker is safe for concurrent use. Methods return errors of the kinds
 // declared in errors.go, for adapters to map with errors.Is.
 package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,7 +27,7 @@ import (
 	"github.com/hermes-mq/hermes/internal/meta"
 )
 
-// Broker is a single Hermes node's broker.
+// Broker is one Hermes node's broker.
 type Broker struct {
 	cfg  Config
 	log  *slog.Logger
@@ -39,9 +43,14 @@ type Broker struct {
 	subsMu sync.Mutex
 	subs   map[*Subscription]struct{} // open subscriptions, bounded by MaxSubscriptions
 
-	// cl is this node's part of a cluster; nil on a single node.
+	// cl is this node's part of the cluster (of one, on a single node).
 	cl *clusterNode
-	fw forwarder // relays calls to the nodes that can serve them
+	// metaMu serializes acting on metadata changes (onMetaChange, on the
+	// metadata group's goroutine) with reconcile. replaying is set while
+	// the metadata group replays its log at start. Both guarded by metaMu.
+	metaMu    sync.Mutex
+	replaying bool
+	fw        forwarder // relays calls to the nodes that can serve them
 
 	// diskBytes is the size of all partition logs, refreshed every second
 	// for the disk quota check (a stale value overshoots by at most a
@@ -52,12 +61,18 @@ type Broker struct {
 	wg   sync.WaitGroup
 }
 
-// Open opens the broker's data directory, recovering every partition, and
-// starts its background work (retention, group sessions).
+// Open opens the broker's data directory and joins the cluster (of one,
+// unless Config.Cluster names peers): the metadata group's replay opens
+// every partition this node holds. A data directory written by a single
+// node of an earlier version is migrated first (migrate.go). It starts the
+// background work (retention, group sessions).
 func Open(cfg Config) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {
 		return nil, errors.New("broker: Config.DataDir is required")
+	}
+	if err := cfg.Cluster.validate(); err != nil {
+		return nil, err
 	}
 	for _, d := range []string{topicsDir(cfg.DataDir), trashDir(cfg.DataDir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -73,26 +88,11 @@ func Open(cfg Config) (*Broker, error) {
 		topics: make(map[string]*topic), stop: make(chan struct{}),
 		subs: make(map[*Subscription]struct{}),
 	}
-	if cfg.Cluster == nil { // on a cluster, topics come from the metadata group
-		if err := b.loadTopics(); err != nil {
-			b.closeTopics()
-			ms.Close()
-			return nil, err
-		}
-	}
 	b.groups = newGroupManager(b)
-	if err := b.groups.load(); err != nil {
+	if err := b.open(); err != nil {
 		b.closeTopics()
 		ms.Close()
 		return nil, err
-	}
-	b.emptyTrash()
-	if cfg.Cluster != nil {
-		if err := b.startCluster(); err != nil {
-			b.closeTopics()
-			ms.Close()
-			return nil, err
-		}
 	}
 	b.wg.Add(2)
 	go b.retentionLoop()
@@ -100,64 +100,60 @@ func Open(cfg Config) (*Broker, error) {
 	return b, nil
 }
 
+// open checks the data directory's identity, migrates an old single-node
+// directory, and starts the cluster node.
+func (b *Broker) open() error {
+	if err := b.checkNodeID(); err != nil {
+		return err
+	}
+	legacy, err := b.importLegacy()
+	if err != nil {
+		return err
+	}
+	b.emptyTrash()
+	if err := b.startCluster(); err != nil {
+		return err
+	}
+	if legacy != nil {
+		if err := b.migrateLegacy(legacy); err != nil {
+			b.cl.close()
+			return err
+		}
+	}
+	b.wg.Add(1)
+	go b.sweepLater() // never before a migration's topics are in the metadata
+	return nil
+}
+
+// checkNodeID refuses a data directory that belongs to another node id
+// (its Raft groups know this node by that id), and records the id on a
+// new directory.
+func (b *Broker) checkNodeID() error {
+	id := b.cfg.Cluster.NodeID
+	stored, err := b.meta.NodeID()
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return b.meta.PutNodeID(id)
+	case err != nil:
+		return fmt.Errorf("broker: read the node id of %s: %w", b.cfg.DataDir, err)
+	case stored != id:
+		return fmt.Errorf("broker: data directory %s belongs to node %d, not node %d: start it with --node-id %d, or give node %d a data directory of its own",
+			b.cfg.DataDir, stored, id, stored, id)
+	}
+	return nil
+}
+
 func topicsDir(data string) string { return filepath.Join(data, "topics") }
 func trashDir(data string) string  { return filepath.Join(data, "trash") }
 
-func (b *Broker) partitionDir(topic string, id int32) string {
-	return filepath.Join(topicsDir(b.cfg.DataDir), topic, strconv.Itoa(int(id)))
+// partitionDir is where partition id of topic dirName keeps its log.
+func (b *Broker) partitionDir(dirName string, id int32) string {
+	return filepath.Join(topicsDir(b.cfg.DataDir), dirName, strconv.Itoa(int(id)))
 }
 
-// loadTopics opens every topic stored in the metadata store, and moves
-// directories of topics it does not know (a create or delete cut short by a
-// crash) to the trash.
-func (b *Broker) loadTopics() error {
-	defs, err := b.meta.Topics()
-	if err != nil {
-		return err
-	}
-	for name, def := range defs {
-		var cfg TopicConfig
-		if err := json.Unmarshal(def, &cfg); err != nil {
-			return fmt.Errorf("broker: topic %q definition: %w", name, err)
-		}
-		t := newTopic(name, cfg)
-		if err := b.openPartitions(t); err != nil {
-			return err
-		}
-		b.topics[name] = t
-	}
-	entries, err := os.ReadDir(topicsDir(b.cfg.DataDir))
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if _, ok := defs[e.Name()]; !ok {
-			b.log.Warn("moving unknown topic directory to trash", "dir", e.Name())
-			b.trash(e.Name())
-		}
-	}
-	return nil
-}
-
-// openPartitions opens (creating or recovering) every partition of t.
-func (b *Broker) openPartitions(t *topic) error {
-	b.m.initTopic(t.name)
-	for i := int32(0); i < t.cfg.Partitions; i++ {
-		p, err := openPartition(b, t, i, b.partitionDir(t.name, i))
-		if err != nil {
-			for _, q := range t.partitions() {
-				q.close()
-			}
-			t.setPartitions(nil)
-			return err
-		}
-		t.setPartitions(append(t.partitions(), p))
-	}
-	return nil
-}
-
-// Close stops background work and subscriptions, finishes queued writes and
-// closes every log. Later calls fail with ErrUnavailable.
+// Close stops background work and subscriptions, then the node: every
+// partition's replica (finishing what it was writing) and the metadata
+// group. Later calls fail with ErrUnavailable.
 func (b *Broker) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -170,14 +166,10 @@ func (b *Broker) Close() error {
 	b.EndSubscriptions()
 	b.wg.Wait()
 	b.groups.close()
-	if b.cl != nil {
-		b.cl.meta.Close() // no more topic changes while the partitions close
-	}
+	b.cl.meta.Close() // no more topic changes while the partitions close
 	err := b.closeTopics()
-	if b.cl != nil {
-		b.cl.srv.Stop()
-		b.cl.tr.Close()
-	}
+	b.cl.srv.Stop()
+	b.cl.tr.Close()
 	b.fw.close()
 	if e := b.meta.Close(); err == nil {
 		err = e
@@ -206,7 +198,10 @@ func (b *Broker) closeTopics() error {
 }
 
 // NodeID returns this node's id.
-func (b *Broker) NodeID() string { return b.cfg.NodeID }
+func (b *Broker) NodeID() uint64 { return b.cfg.Cluster.NodeID }
+
+// RaftAddr is the node-to-node address this node listens at.
+func (b *Broker) RaftAddr() string { return b.cl.cfg.RaftAddr }
 
 // Ready reports whether the broker serves requests.
 func (b *Broker) Ready() bool {
@@ -215,11 +210,11 @@ func (b *Broker) Ready() bool {
 	return !b.closed
 }
 
+// topic looks a topic up; a miss first catches up with the metadata group
+// (another node may have created it a moment ago), then looks again.
 func (b *Broker) topic(name string) (*topic, error) {
 	t, err := b.lookupTopic(name)
-	if errors.Is(err, ErrTopicNotFound) && b.cl != nil {
-		// Another node may have created it a moment ago: catch up with the
-		// metadata group, then look again.
+	if errors.Is(err, ErrTopicNotFound) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		serr := b.cl.meta.Sync(ctx)
 		cancel()
@@ -246,10 +241,9 @@ func (b *Broker) lookupTopic(name string) (*topic, error) {
 	return t, nil
 }
 
-// CreateTopic creates a topic. With ifNotExists, an existing topic is
-// returned unchanged instead of ErrTopicExists. While a topic of the same
-// name is being created or deleted it fails with a retriable
-// ErrUnavailable. No lock is held during the file and metadata I/O.
+// CreateTopic creates a topic through the metadata group, from any node;
+// it returns once this node has applied the creation. With ifNotExists,
+// an existing topic is returned unchanged instead of ErrTopicExists.
 func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error) {
 	if err := ValidateName("topic", name); err != nil {
 		return TopicInfo{}, err
@@ -258,68 +252,19 @@ func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (To
 	if err != nil {
 		return TopicInfo{}, err
 	}
-	if b.cl != nil {
-		return b.createClusterTopic(name, cfg, ifNotExists)
-	}
-	t, err := b.reserveTopic(name, cfg, ifNotExists)
-	if t == nil || err != nil {
-		return b.existingTopic(name, err)
-	}
-	if err := b.openPartitions(t); err != nil {
-		b.dropReserved(t)
-		return TopicInfo{}, errorf(ErrUnavailable, "create topic %q: %v", name, err)
-	}
-	def, _ := json.Marshal(cfg)
-	if err := b.meta.PutTopic(name, def); err != nil {
-		for _, p := range t.partitions() {
-			p.close()
-		}
-		b.trash(name)
-		b.dropReserved(t)
-		return TopicInfo{}, errorf(ErrUnavailable, "create topic %q: %v", name, err)
-	}
-	b.mu.Lock()
-	t.state = topicActive
-	b.mu.Unlock()
-	b.log.Info("topic created", "topic", name, "partitions", cfg.Partitions, "default_mode", cfg.DefaultMode.String())
-	return t.info(), nil
+	return b.createClusterTopic(name, cfg, ifNotExists)
 }
 
-// reserveTopic puts a placeholder for a new topic in the map. It returns
-// nil and no error when an active topic of that name exists and
-// ifNotExists is set.
-func (b *Broker) reserveTopic(name string, cfg TopicConfig, ifNotExists bool) (*topic, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, errorf(ErrUnavailable, "broker is shutting down")
+// DeleteTopic deletes a topic, its data and its groups' offsets, through
+// the metadata group. Subscriptions on it end with ErrTopicNotFound.
+func (b *Broker) DeleteTopic(name string) error {
+	if _, err := b.topic(name); err != nil {
+		return err
 	}
-	if t, ok := b.topics[name]; ok {
-		switch {
-		case t.state != topicActive:
-			return nil, &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("topic %q is being created or deleted", name), retryAfter: 100 * time.Millisecond}
-		case ifNotExists:
-			return nil, nil
-		}
-		return nil, errorf(ErrTopicExists, "topic %q already exists", name)
-	}
-	t := newTopic(name, cfg)
-	t.state = topicCreating
-	b.topics[name] = t
-	return t, nil
+	return b.deleteClusterTopic(name)
 }
 
-func (b *Broker) existingTopic(name string, err error) (TopicInfo, error) {
-	if err != nil {
-		return TopicInfo{}, err
-	}
-	t, err := b.topic(name)
-	if err != nil {
-		return TopicInfo{}, err
-	}
-	return t.info(), nil
-}
-
+// dropReserved forgets t's name if it still maps to t.
 func (b *Broker) dropReserved(t *topic) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -328,62 +273,25 @@ func (b *Broker) dropReserved(t *topic) {
 	}
 }
 
-// DeleteTopic deletes a topic, its data and its groups' offsets. Writes in
-// flight finish first; subscriptions on it end with ErrTopicNotFound. The
-// name stays reserved until the files are out of the way, so a topic
-// created meanwhile can never open the old directory.
-func (b *Broker) DeleteTopic(name string) error {
-	if b.cl != nil {
-		if _, err := b.topic(name); err != nil {
-			return err
-		}
-		return b.deleteClusterTopic(name)
-	}
-	b.mu.Lock()
-	t, ok := b.topics[name]
-	switch {
-	case b.closed:
-		b.mu.Unlock()
-		return errorf(ErrUnavailable, "broker is shutting down")
-	case !ok || t.state == topicCreating:
-		b.mu.Unlock()
-		if err := ValidateName("topic", name); err != nil {
-			return err
-		}
-		return errorf(ErrTopicNotFound, "topic %q does not exist", name)
-	case t.state == topicDeleting:
-		b.mu.Unlock()
-		return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("topic %q is being deleted", name), retryAfter: 100 * time.Millisecond}
-	}
-	t.state = topicDeleting
-	b.mu.Unlock()
-	if err := b.groups.deleteTopic(name); err != nil {
-		b.mu.Lock()
-		t.state = topicActive
-		b.mu.Unlock()
-		return errorf(ErrUnavailable, "delete topic %q: %v", name, err)
-	}
-	b.dropTopic(t)
-	return nil
-}
-
 // dropTopic removes a topic in the deleting state from this node: its
 // subscriptions end, its partitions close, its files go, its name frees.
 func (b *Broker) dropTopic(t *topic) {
 	close(t.deleted)
 	t.broadcast()
+	b.groups.forgetTopic(t.name)
 	for _, p := range t.partitions() {
 		p.close()
+		p.delete()
 	}
-	b.trash(t.name)
+	b.trash(t.dirName())
 	b.dropReserved(t)
 	b.emptyTrash()
 	b.m.forgetTopic(t.name)
 	b.log.Info("topic deleted", "topic", t.name)
 }
 
-// trash moves a topic directory out of topics/ so a topic of the same name
-// can be created at once; emptyTrash removes it.
+// trash moves a topic directory (by its dirName) out of topics/;
+// emptyTrash removes it.
 func (b *Broker) trash(name string) {
 	src := filepath.Join(topicsDir(b.cfg.DataDir), name)
 	dst := filepath.Join(trashDir(b.cfg.DataDir), fmt.Sprintf("%s.%d", name, time.Now().UnixNano()))
@@ -448,20 +356,18 @@ func (b *Broker) retentionLoop() {
 	}
 }
 
+// enforceRetention compacts each local replica's Raft log up to where
+// retention cuts, which deletes the segments below, on every replica
+// alike.
 func (b *Broker) enforceRetention(now time.Time) {
 	for _, p := range b.activePartitions() {
-		switch {
-		case p.remote:
-		case p.rep != nil:
-			// A replicated log compacts its Raft log up to where retention
-			// would cut; that deletes the segments below.
-			if err := p.rep.CompactBefore(func() int64 { return p.log.RetentionBoundary(now) }); err != nil {
-				b.log.Warn("retention on a replicated partition failed", "topic", p.t.name, "partition", p.id, "err", err)
-			}
-			p.refreshStart() // reads below it are out of range, cached or not
-		default:
-			_ = p.enqueue(&writeReq{control: func() { p.enforceRetention(now) }})
+		if p.rep == nil {
+			continue
 		}
+		if err := p.rep.EnforceRetention(now); err != nil {
+			b.log.Warn("retention failed", "topic", p.t.name, "partition", p.id, "err", err)
+		}
+		p.refreshStart() // reads below it are out of range, cached or not
 	}
 }
 
@@ -479,12 +385,12 @@ func (b *Broker) activePartitions() []*partition {
 	return parts
 }
 
-// diskUsage is the bytes of every partition log.
+// diskUsage is the bytes of every local partition log.
 func (b *Broker) diskUsage() int64 {
 	var n int64
 	for _, p := range b.activePartitions() {
-		if !p.remote {
-			n += p.log.Size()
+		if p.rep != nil {
+			n += p.rep.Log().Size()
 		}
 	}
 	return n

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-mq/hermes/internal/meta"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -224,10 +223,10 @@ func TestGroupRebalanceAndResume(t *testing.T) {
 	}
 	// c consumes one partition and commits; then leaves.
 	d := poll(t, c, 100)
-	if err := c.Commit([]meta.Offset{{Topic: "jobs", Partition: d.Partition, Offset: 3}}); err != nil {
+	if err := c.Commit([]Offset{{Topic: "jobs", Partition: d.Partition, Offset: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Commit([]meta.Offset{{Topic: "jobs", Partition: d.Partition, Offset: 3}}); !errors.Is(err, ErrNotAssigned) {
+	if err := a.Commit([]Offset{{Topic: "jobs", Partition: d.Partition, Offset: 3}}); !errors.Is(err, ErrNotAssigned) {
 		t.Fatalf("commit by non-owner: %v", err)
 	}
 	c.Close()
@@ -336,24 +335,6 @@ func TestRestartKeepsAcknowledgedRecords(t *testing.T) {
 	}
 	if _, err := b.CreateTopic("d", TopicConfig{}, false); err != nil {
 		t.Fatalf("recreate: %v", err)
-	}
-}
-
-func TestQueueBoundIsRetriable(t *testing.T) {
-	b := openTest(t, t.TempDir(), func(c *Config) { c.MaxQueueBytes = 1; c.FsyncInterval = 200 * time.Millisecond })
-	b.CreateTopic("q", TopicConfig{}, false)
-	var rejected error
-	done := make(chan struct{}, 64)
-	for i := 0; i < 64 && rejected == nil; i++ {
-		b.PublishAsync(&PublishRequest{Topic: "q", Partition: 0, Records: recs("q", 10)}, func(_ *PublishResult, err error) {
-			if err != nil && rejected == nil {
-				rejected = err
-			}
-			done <- struct{}{}
-		})
-	}
-	if !errors.Is(rejected, ErrResourceExhausted) || !Retriable(rejected) || RetryAfter(rejected) <= 0 {
-		t.Fatalf("expected a retriable ErrResourceExhausted with a hint, got %v", rejected)
 	}
 }
 

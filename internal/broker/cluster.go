@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -15,24 +16,29 @@ import (
 	"github.com/hermes-mq/hermes/internal/cluster"
 	cpb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
 	"github.com/hermes-mq/hermes/internal/replication"
-	"github.com/hermes-mq/hermes/pkg/record"
 )
 
-// ClusterConfig makes the broker a node of a cluster. The metadata group's
-// voters are the static Peers; every partition is a Raft group on its
-// replicas (placement by cluster.Place).
+// ClusterConfig says which cluster the broker is a node of. A node with no
+// Peers (the default) is a cluster of one: it bootstraps the metadata
+// group alone, and grows into a cluster by adding nodes to it (started
+// with Join). Every partition is a Raft group on its replicas (placement
+// by cluster.Place).
 type ClusterConfig struct {
+	// NodeID is this node's id (default 1). A data directory belongs to
+	// the id it was first opened with.
 	NodeID uint64
-	// RaftAddr is where this node listens for other nodes.
+	// RaftAddr is where this node listens for other nodes (default
+	// 127.0.0.1:0: a free port, for a cluster of one).
 	RaftAddr string
 	// Peers maps every node id of the metadata group (this one included)
-	// to its RaftAddr.
+	// to its RaftAddr, to bootstrap a cluster of several; empty: a
+	// cluster of one.
 	Peers map[uint64]string
 	// GRPCAddr and HTTPAddr are the addresses clients reach this node at
 	// (advertised to the other nodes for redirects).
 	GRPCAddr, HTTPAddr string
 	// ReplicationFactor is the default number of replicas of a partition
-	// (default min(3, len(Peers))).
+	// (0: min(3, the metadata group's voters) when the topic is created).
 	ReplicationFactor int32
 	// TickInterval is the Raft tick (default 100ms: elections after about
 	// a second).
@@ -58,7 +64,16 @@ type clusterNode struct {
 
 func (c *ClusterConfig) validate() error {
 	if c.NodeID == 0 {
-		return errors.New("cluster: the node id must be a positive integer")
+		c.NodeID = 1
+	}
+	if len(c.Peers) == 0 {
+		if c.Join {
+			return errors.New("cluster: joining a cluster needs its nodes' addresses (peers)")
+		}
+		if c.RaftAddr == "" {
+			c.RaftAddr = "127.0.0.1:0"
+		}
+		c.Peers = map[uint64]string{c.NodeID: c.RaftAddr}
 	}
 	if c.Peers[c.NodeID] == "" {
 		return fmt.Errorf("cluster: node %d is not among the peers %v", c.NodeID, c.Peers)
@@ -66,21 +81,31 @@ func (c *ClusterConfig) validate() error {
 	if c.RaftAddr == "" {
 		c.RaftAddr = c.Peers[c.NodeID]
 	}
-	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = int32(min(3, len(c.Peers)))
+	if c.ReplicationFactor < 0 || c.ReplicationFactor > maxReplicationFactor {
+		return fmt.Errorf("cluster: replication factor must be 1 to %d, got %d", maxReplicationFactor, c.ReplicationFactor)
 	}
 	return nil
 }
 
+// alone reports whether this node bootstraps a cluster of one.
+func (c *ClusterConfig) alone() bool { return len(c.Peers) == 1 && !c.Join }
+
 // startCluster joins the cluster: the node-to-node listener, the metadata
 // group (whose replay opens the partitions this node holds), and the
-// registration of this node's addresses.
+// registration of this node's addresses. A cluster of one is registered
+// before startCluster returns; on a cluster of several, registration
+// waits for a quorum in the background.
 func (b *Broker) startCluster() error {
-	c := *b.cfg.Cluster
-	if err := c.validate(); err != nil {
-		return err
+	c := &b.cfg.Cluster // validated
+	lis, err := net.Listen("tcp", c.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("cluster: listen on %s: %w", c.RaftAddr, err)
 	}
-	cn := &clusterNode{cfg: c, host: replication.NewHost()}
+	if c.alone() { // a free port chosen by the kernel is the address
+		c.RaftAddr = lis.Addr().String()
+		c.Peers = map[uint64]string{c.NodeID: c.RaftAddr}
+	}
+	cn := &clusterNode{cfg: *c, host: replication.NewHost()}
 	cn.tr = replication.NewGRPCTransport(c.NodeID, cn.host.Deliver, b.log.With("component", "raft"))
 	var voters []uint64
 	for id, addr := range c.Peers {
@@ -90,11 +115,6 @@ func (b *Broker) startCluster() error {
 		}
 	}
 	slices.Sort(voters)
-	lis, err := net.Listen("tcp", c.RaftAddr)
-	if err != nil {
-		cn.tr.Close()
-		return fmt.Errorf("cluster: listen on %s: %w", c.RaftAddr, err)
-	}
 	cn.srv = grpc.NewServer(append(replication.TransportServerOptions(), grpc.MaxRecvMsgSize(64<<20))...)
 	cn.tr.Register(cn.srv)
 	go cn.srv.Serve(lis)
@@ -102,6 +122,7 @@ func (b *Broker) startCluster() error {
 	if c.Join {
 		voters = nil
 	}
+	b.replaying = true
 	cn.meta, err = cluster.OpenMetaGroup(cluster.MetaConfig{
 		NodeID: c.NodeID, Peers: voters, Dir: filepath.Join(b.cfg.DataDir, "cluster", "meta"), OnMember: b.onMember,
 		Meta: b.meta, Transport: cn.tr, Host: cn.host, Forward: cn.tr,
@@ -113,33 +134,62 @@ func (b *Broker) startCluster() error {
 		cn.tr.Close()
 		return err
 	}
-	b.wg.Add(3)
-	go b.registerSelf()
+	b.reconcile()
+	if c.alone() {
+		ctx, cancel := context.WithTimeout(context.Background(), aloneStartTimeout)
+		err := b.registerNode(ctx)
+		cancel()
+		if err != nil {
+			cn.close()
+			return fmt.Errorf("cluster: register this node: %w", err)
+		}
+	} else {
+		b.wg.Add(1)
+		go b.registerSelf()
+	}
+	b.wg.Add(2)
 	go b.every(leaderBalanceInterval, b.balanceLeaders)
 	go b.every(moveInterval, b.driveMoves)
 	b.log.Info("cluster node started", "node", c.NodeID, "raft", c.RaftAddr, "peers", len(c.Peers))
 	return nil
 }
 
+// aloneStartTimeout bounds the start of a cluster of one: electing itself
+// and registering take a few fsyncs.
+const aloneStartTimeout = 30 * time.Second
+
+// maxReplicationFactor bounds the replicas of a partition.
+const maxReplicationFactor = 7
+
+// registerCmd announces this node's addresses.
+func (b *Broker) registerCmd() *cpb.Command {
+	c := b.cl.cfg
+	return &cpb.Command{Kind: &cpb.Command_RegisterNode{RegisterNode: &cpb.RegisterNode{
+		Id: c.NodeID, RaftAddr: c.RaftAddr, GrpcAddr: c.GRPCAddr, HttpAddr: c.HTTPAddr}}}
+}
+
+// registerNode announces this node's addresses through the metadata group.
+func (b *Broker) registerNode(ctx context.Context) error {
+	_, err := b.cl.meta.Run(ctx, b.registerCmd())
+	return err
+}
+
 // registerSelf announces this node's addresses through the metadata group,
 // retrying until it succeeds or the broker stops.
 func (b *Broker) registerSelf() {
 	defer b.wg.Done()
-	c := b.cl.cfg
-	cmd := &cpb.Command{Kind: &cpb.Command_RegisterNode{RegisterNode: &cpb.RegisterNode{
-		Id: c.NodeID, RaftAddr: c.RaftAddr, GrpcAddr: c.GRPCAddr, HttpAddr: c.HTTPAddr}}}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := b.cl.meta.Run(ctx, cmd)
+		err := b.registerNode(ctx)
 		cancel()
 		if err == nil {
-			b.log.Info("cluster node registered", "node", c.NodeID)
+			b.log.Info("cluster node registered", "node", b.cl.cfg.NodeID)
 			return
 		}
 		select {
 		case <-b.stop:
 			return
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(metadataRetry):
 		}
 	}
 }
@@ -153,26 +203,140 @@ func (cn *clusterNode) close() {
 // onMetaChange acts on an applied metadata command: open the partitions of
 // a new topic that this node holds, or remove a deleted topic. It runs on
 // the metadata group's goroutine, in log order.
+//
+// While the metadata group replays its log at start (replaying), it does
+// nothing: the history holds topics created and deleted long ago, and
+// acting on it would, for instance, delete the files of a topic whose
+// name a newer topic took. reconcile then acts on the state reached.
 func (b *Broker) onMetaChange(ch cluster.Change) {
+	b.metaMu.Lock()
+	defer b.metaMu.Unlock()
+	if b.replaying {
+		return
+	}
 	switch {
 	case ch.Created != nil:
 		if err := b.openClusterTopic(ch.Created); err != nil {
 			b.log.Error("cannot open the partitions of a new topic", "topic", ch.Created.Name, "err", err)
 		}
 	case ch.Deleted != nil:
-		b.removeClusterTopic(ch.Deleted.Name)
+		b.removeClusterTopic(ch.Deleted.Name, ch.Deleted.ID)
 	case ch.Node != nil:
-		// A node that joined at runtime is reached at the address it
-		// registered; the static --peers addresses (which may differ: a
-		// proxy, a NAT) stay as configured.
-		if _, static := b.cl.cfg.Peers[ch.Node.ID]; !static && ch.Node.ID != b.cl.cfg.NodeID && ch.Node.RaftAddr != "" {
-			b.cl.tr.SetPeer(ch.Node.ID, ch.Node.RaftAddr)
-		}
-		b.log.Info("cluster node known", "node", ch.Node.ID, "grpc", ch.Node.GRPCAddr)
+		b.learnNode(*ch.Node)
 	case ch.Removed != nil:
 		b.log.Info("cluster node deregistered", "node", ch.Removed.ID)
 	case ch.Moved != nil:
 		b.moveReplicas(ch.Moved)
+	}
+}
+
+// learnNode makes the transport reach a node that joined at runtime at
+// the address it registered; the static --peers addresses (which may
+// differ: a proxy, a NAT) stay as configured.
+func (b *Broker) learnNode(n cluster.Node) {
+	if _, static := b.cl.cfg.Peers[n.ID]; !static && n.ID != b.cl.cfg.NodeID && n.RaftAddr != "" {
+		b.cl.tr.SetPeer(n.ID, n.RaftAddr)
+	}
+	b.log.Info("cluster node known", "node", n.ID, "grpc", n.GRPCAddr)
+}
+
+// reconcile ends the replay at start: it opens every topic of the
+// metadata as this node has applied it so far (the commands committed
+// since arrive as changes). Once the node has caught up with the metadata
+// group's leader, sweepLater removes what this node no longer holds.
+func (b *Broker) reconcile() {
+	b.metaMu.Lock()
+	defer b.metaMu.Unlock()
+	b.replaying = false
+	for _, n := range b.cl.meta.Nodes() {
+		b.learnNode(n)
+	}
+	for _, ct := range b.cl.meta.Topics() {
+		if err := b.openClusterTopic(ct); err != nil {
+			b.log.Error("cannot open the partitions of a topic", "topic", ct.Name, "err", err)
+		}
+	}
+}
+
+// sweepLater waits until this node has applied everything the metadata
+// group had committed (a restarted node's state lags until its leader
+// tells it the commit index), then sweeps: the files and Raft state of
+// topics deleted, and partitions moved away, while this node was down.
+// Before that point the state cannot tell a deleted topic from one whose
+// creation this node has not applied yet.
+func (b *Broker) sweepLater() {
+	defer b.wg.Done()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := b.cl.meta.Sync(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(metadataRetry):
+		}
+	}
+	b.metaMu.Lock()
+	defer b.metaMu.Unlock()
+	dirs := make(map[string]bool) // topic directories to keep
+	keep := make(map[string]bool) // group names of the partitions to keep
+	for _, ct := range b.cl.meta.Topics() {
+		dirs[dirName(ct.Name, ct.ID)] = true
+		for i := range ct.Replicas {
+			if ct.Holds(i, b.cfg.Cluster.NodeID) {
+				keep[groupName(ct.Name, ct.ID, int32(i))] = true
+			}
+		}
+	}
+	// What is open here stays until its own change closes it (applied to
+	// the state already, its OnChange waits for metaMu).
+	for _, p := range b.activePartitions() {
+		dirs[p.t.dirName()] = true
+		if p.rep != nil {
+			keep[p.group()] = true
+		}
+	}
+	b.sweep(dirs, keep)
+}
+
+// sweep removes the topic directories not in dirs, the partition
+// directories of kept topics whose groups are not in keep, and the Raft
+// state of every partition group not in keep.
+func (b *Broker) sweep(dirs, keep map[string]bool) {
+	entries, err := os.ReadDir(topicsDir(b.cfg.DataDir))
+	if err != nil {
+		b.log.Warn("cannot list the topic directories", "err", err)
+		return
+	}
+	for _, e := range entries {
+		if !dirs[e.Name()] {
+			b.log.Info("removing the files of a topic that no longer exists", "dir", e.Name())
+			b.trash(e.Name())
+			continue
+		}
+		parts, _ := os.ReadDir(filepath.Join(topicsDir(b.cfg.DataDir), e.Name()))
+		for _, p := range parts {
+			if !keep[e.Name()+"/"+p.Name()] {
+				b.log.Info("removing the files of a partition this node no longer holds", "dir", e.Name()+"/"+p.Name())
+				os.RemoveAll(filepath.Join(topicsDir(b.cfg.DataDir), e.Name(), p.Name()))
+			}
+		}
+	}
+	b.emptyTrash()
+	groups, err := b.meta.RaftGroups()
+	if err != nil {
+		b.log.Warn("cannot list the raft groups", "err", err)
+		return
+	}
+	for _, g := range groups {
+		if g != cluster.MetaGroupName && !keep[g] {
+			if err := b.meta.DeleteRaftState(g); err != nil {
+				b.log.Warn("cannot delete the raft state of a partition this node no longer holds", "group", g, "err", err)
+			}
+		}
 	}
 }
 
@@ -219,15 +383,8 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 	t.setPartitions(parts)
 	t.broadcast()
 	for _, p := range gone {
-		group := fmt.Sprintf("%s/%d", t.name, p.id)
-		b.cl.host.Remove(group)
 		p.close()
-		if err := p.log.Delete(); err != nil {
-			b.log.Warn("cannot delete a partition moved away", "topic", t.name, "partition", p.id, "err", err)
-		}
-		if err := b.meta.DeleteRaftState(group); err != nil {
-			b.log.Warn("cannot delete the raft state of a partition moved away", "group", group, "err", err)
-		}
+		p.delete()
 		b.log.Info("partition replica moved away", "topic", t.name, "partition", p.id)
 	}
 }
@@ -366,9 +523,6 @@ func (b *Broker) CancelMoves() ([]Move, error) {
 // leader has it, and returns the moves, each From where the partition
 // was going (its target if it was moving, else its replicas).
 func (b *Broker) reassign(what string, plan func() []*cpb.ReassignPartitions) ([]Move, error) {
-	if b.cl == nil {
-		return nil, errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := b.cl.meta.Sync(ctx); err != nil {
@@ -414,9 +568,6 @@ func (b *Broker) onMember(node uint64, added bool, raftAddr string) {
 // AddClusterNode adds a node (started with --join, listening for other
 // nodes at raftAddr) to the cluster.
 func (b *Broker) AddClusterNode(id uint64, raftAddr string) error {
-	if b.cl == nil {
-		return errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
-	}
 	if id == 0 || raftAddr == "" {
 		return errorf(ErrInvalidArgument, "a node id (positive) and its raft address are needed")
 	}
@@ -434,9 +585,6 @@ func (b *Broker) AddClusterNode(id uint64, raftAddr string) error {
 // RemoveClusterNode takes a node out of the cluster; refused while it
 // holds partition replicas.
 func (b *Broker) RemoveClusterNode(id uint64) error {
-	if b.cl == nil {
-		return errorf(ErrInvalidArgument, "this broker is a single node, not a cluster")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	err := b.cl.meta.RemoveMember(ctx, id)
@@ -449,9 +597,17 @@ func (b *Broker) RemoveClusterNode(id uint64) error {
 	return nil
 }
 
+// openClusterTopic opens a topic of the metadata on this node, unless it is
+// open already. Lock: metaMu held.
 func (b *Broker) openClusterTopic(ct *cluster.Topic) error {
+	b.mu.RLock()
+	cur := b.topics[ct.Name]
+	b.mu.RUnlock()
+	if cur != nil && cur.id == ct.ID {
+		return nil
+	}
 	cfg := topicConfigFromCluster(ct.Config)
-	t := newTopic(ct.Name, cfg)
+	t := newTopic(ct.Name, ct.ID, cfg)
 	b.m.initTopic(t.name)
 	for i := range ct.Replicas {
 		p, err := b.openClusterPartition(t, int32(i), ct.Replicas[i], ct.Target(i))
@@ -476,7 +632,7 @@ func (b *Broker) openClusterTopic(ct *cluster.Topic) error {
 // original set bootstraps the group with it; one a move adds starts
 // empty and gets everything from the leader.
 func (b *Broker) openClusterPartition(t *topic, id int32, replicas, target []uint64) (*partition, error) {
-	self := b.cl.cfg.NodeID
+	self := b.cfg.Cluster.NodeID
 	if !slices.Contains(replicas, self) && !slices.Contains(target, self) {
 		return remotePartition(b, t, id, replicas), nil
 	}
@@ -484,33 +640,12 @@ func (b *Broker) openClusterPartition(t *topic, id int32, replicas, target []uin
 	if !slices.Contains(replicas, self) {
 		peers = nil
 	}
-	p, err := openPartition(b, t, id, b.partitionDir(t.name, id))
+	p, err := b.openPartition(t, id, replicas, peers)
 	if err != nil {
 		return nil, err
 	}
-	group := fmt.Sprintf("%s/%d", t.name, id)
-	store, err := replication.OpenLogStore(group, p.log, b.meta)
-	if err != nil {
-		p.close()
-		return nil, err
-	}
-	hs, _, _ := store.InitialState()
-	p.mu.Lock()
-	p.hw = store.OffsetAfter(hs.GetCommit()) // only what is known committed
-	p.mu.Unlock()
-	p.dedup.TruncateFrom(p.log.NextOffset()) // the store may have cut a torn tail
-	store.SetDedup(p.dedup)
-	p.replicas = replicas
-	p.rep, err = replication.NewReplica(replication.Config{
-		Group: group, NodeID: b.cl.cfg.NodeID, Peers: peers, TickInterval: b.cl.cfg.TickInterval,
-		Logger: b.log.With("group", group), OnCommit: p.committed, OnSnapshot: p.installed,
-	}, store, b.cl.tr)
-	if err != nil {
-		p.close()
-		return nil, err
-	}
-	b.cl.host.Add(group, p.rep)
-	if fresh := hs.GetCommit() == 0 && hs.GetTerm() == 0; fresh && len(peers) > 0 && peers[0] == self {
+	b.cl.host.Add(p.group(), p.rep)
+	if p.rep.Bootstrapped() && len(peers) > 1 && peers[0] == self {
 		go b.campaignNew(p.rep)
 	}
 	return p, nil
@@ -531,44 +666,12 @@ func (b *Broker) campaignNew(rep *replication.Replica) {
 	}
 }
 
-// installed is a replicated partition's snapshot callback: this replica
-// was behind its leader's retention, and its log now starts at offset.
-func (p *partition) installed(_ []byte, offset int64) {
-	p.mu.Lock()
-	p.start = offset
-	if p.hw < offset {
-		p.hw = offset
-	}
-	p.tail.reset()
-	p.mu.Unlock()
-	p.t.broadcast()
-	p.b.log.Info("partition replica restarted from its leader's retention point", "topic", p.t.name, "partition", p.id, "offset", offset)
-}
-
-// committed is a replicated partition's commit callback: committed batches
-// feed the tail cache and the high watermark moves, as after a local fsync.
-func (p *partition) committed(batches [][]byte, hw int64) {
-	p.mu.Lock()
-	for _, bt := range batches {
-		h, err := record.ParseHeader(bt)
-		if err != nil {
-			continue
-		}
-		if len(p.tail.entries) > 0 && p.tail.entries[len(p.tail.entries)-1].next != h.BaseOffset {
-			p.tail.reset() // a restart left a gap: the cache starts over
-		}
-		p.tail.add(h.BaseOffset, h.NextOffset(), bt)
-	}
-	if hw > p.hw {
-		p.hw = hw
-	}
-	p.mu.Unlock()
-	p.t.broadcast()
-}
-
-func (b *Broker) removeClusterTopic(name string) {
+// removeClusterTopic drops topic name of that id, if it is open here.
+// Lock: metaMu held.
+func (b *Broker) removeClusterTopic(name string, id uint64) {
 	b.mu.Lock()
 	t, ok := b.topics[name]
+	ok = ok && t.id == id
 	if ok {
 		t.state = topicDeleting
 	}
@@ -581,27 +684,29 @@ func (b *Broker) removeClusterTopic(name string) {
 // createClusterTopic runs the creation through the metadata group, from
 // any node; it returns once this node has applied it.
 func (b *Broker) createClusterTopic(name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error) {
-	rf := cfg.ReplicationFactor
-	if rf == 0 {
-		rf = b.cl.cfg.ReplicationFactor
+	voters := len(b.cl.meta.Voters())
+	if cfg.ReplicationFactor == 0 {
+		cfg.ReplicationFactor = b.cfg.Cluster.ReplicationFactor
 	}
-	cmd := &cpb.Command{Kind: &cpb.Command_CreateTopic{CreateTopic: &cpb.CreateTopic{Name: name, Config: &cpb.TopicConfig{
-		Partitions: cfg.Partitions, RetentionMs: cfg.RetentionAge.Milliseconds(), RetentionBytes: cfg.RetentionBytes,
-		MaxMessageBytes: cfg.MaxMessageBytes, DefaultMode: int32(cfg.DefaultMode), SegmentBytes: cfg.SegmentBytes,
-		ReplicationFactor: rf,
-	}}}}
+	if cfg.ReplicationFactor == 0 {
+		cfg.ReplicationFactor = int32(min(3, max(voters, 1)))
+	}
+	if voters > 0 && int(cfg.ReplicationFactor) > voters {
+		return TopicInfo{}, errorf(ErrInvalidArgument, "replication factor %d needs %d nodes; the cluster has %d (add nodes with hermes cluster join)",
+			cfg.ReplicationFactor, cfg.ReplicationFactor, voters)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	_, err := b.cl.meta.Run(ctx, cmd)
+	_, err := b.cl.meta.Run(ctx, createTopicCmd(name, cfg, true))
 	switch {
 	case errors.Is(err, cluster.ErrTopicExists):
 		if !ifNotExists {
 			return TopicInfo{}, errorf(ErrTopicExists, "topic %q already exists", name)
 		}
-	case errors.Is(err, cluster.ErrNoNodes):
-		return TopicInfo{}, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: time.Second}
+	case errors.Is(err, cluster.ErrNoNodes): // a node of the cluster has not registered yet
+		return TopicInfo{}, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: metadataRetry}
 	case err != nil:
-		return TopicInfo{}, &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("create topic %q: %v", name, err), retryAfter: 100 * time.Millisecond}
+		return TopicInfo{}, &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("create topic %q: %v", name, err), retryAfter: topicBusyRetry}
 	}
 	return b.Topic(name)
 }
@@ -615,7 +720,7 @@ func (b *Broker) deleteClusterTopic(name string) error {
 	case errors.Is(err, cluster.ErrTopicNotFound):
 		return errorf(ErrTopicNotFound, "topic %q does not exist", name)
 	case err != nil:
-		return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("delete topic %q: %v", name, err), retryAfter: 100 * time.Millisecond}
+		return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("delete topic %q: %v", name, err), retryAfter: topicBusyRetry}
 	}
 	return nil
 }
@@ -636,9 +741,6 @@ type ClusterNode struct {
 
 // ClusterNodes lists the registered nodes (nil on a single node).
 func (b *Broker) ClusterNodes() []ClusterNode {
-	if b.cl == nil {
-		return nil
-	}
 	var out []ClusterNode
 	for _, n := range b.cl.meta.Nodes() {
 		out = append(out, ClusterNode{ID: n.ID, GRPCAddr: n.GRPCAddr, HTTPAddr: n.HTTPAddr})
@@ -649,7 +751,7 @@ func (b *Broker) ClusterNodes() []ClusterNode {
 
 // leaderAddr is the gRPC address of a node, when known.
 func (b *Broker) leaderAddr(node uint64) string {
-	if b.cl == nil || node == 0 {
+	if node == 0 {
 		return ""
 	}
 	for _, n := range b.cl.meta.Nodes() {
@@ -685,9 +787,6 @@ type ClusterStatus struct {
 // DescribeCluster reports the nodes and every partition's leader, replicas
 // and (where this node leads) its followers' lag.
 func (b *Broker) DescribeCluster() ClusterStatus {
-	if b.cl == nil {
-		return ClusterStatus{}
-	}
 	st := ClusterStatus{NodeID: b.cl.cfg.NodeID, MetadataLeader: b.cl.meta.Leader(), Nodes: b.ClusterNodes()}
 	for _, ti := range b.Topics() {
 		t, err := b.topic(ti.Name)

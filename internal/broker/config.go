@@ -1,11 +1,13 @@
 package broker
 
 import (
-	"github.com/hermes-mq/hermes/internal/dedup"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermes-mq/hermes/internal/dedup"
+	"github.com/hermes-mq/hermes/internal/replication"
 )
 
 // Mode is a publish's delivery mode: when the publisher is acknowledged.
@@ -69,8 +71,8 @@ type TopicConfig struct {
 	MaxMessageBytes int32         `json:"max_message_bytes"`
 	DefaultMode     Mode          `json:"default_mode"`
 	SegmentBytes    int64         `json:"segment_bytes"`
-	// ReplicationFactor: replicas per partition on a cluster (0: the
-	// cluster's default); ignored on a single node.
+	// ReplicationFactor: replicas per partition (0: the cluster's
+	// default, ClusterConfig.ReplicationFactor).
 	ReplicationFactor int32 `json:"replication_factor,omitempty"`
 }
 
@@ -100,8 +102,8 @@ func (c TopicConfig) withDefaults() (TopicConfig, error) {
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes
 	}
-	if c.ReplicationFactor < 0 || c.ReplicationFactor > 7 {
-		return c, errorf(ErrInvalidArgument, "replication factor must be 1 to 7, got %d", c.ReplicationFactor)
+	if c.ReplicationFactor < 0 || c.ReplicationFactor > maxReplicationFactor {
+		return c, errorf(ErrInvalidArgument, "replication factor must be 1 to %d, got %d", maxReplicationFactor, c.ReplicationFactor)
 	}
 	if c.SegmentBytes < MinSegmentBytes {
 		return c, errorf(ErrInvalidArgument, "segment bytes must be at least %d, got %d", MinSegmentBytes, c.SegmentBytes)
@@ -111,22 +113,21 @@ func (c TopicConfig) withDefaults() (TopicConfig, error) {
 
 // Config configures a Broker. Zero fields take the defaults named.
 type Config struct {
-	// DataDir holds topics/ (partition logs) and meta/ (Pebble). Required.
+	// DataDir holds topics/ (partition logs), cluster/ (the metadata
+	// log) and meta/ (Pebble: node id, Raft state). Required.
 	DataDir string
-	NodeID  string
 	Logger  *slog.Logger
 	// Registerer receives the broker's metrics; nil = a private registry.
 	Registerer prometheus.Registerer
+	// Cluster says which cluster this node belongs to; the zero value is
+	// a cluster of one (node 1).
+	Cluster ClusterConfig
 
-	// FsyncInterval: 0 fsyncs every group commit (default). A positive value
-	// fsyncs at most that often, and acks still wait for the fsync that
-	// covers them: fewer fsyncs, higher latency, never a weaker guarantee.
-	FsyncInterval time.Duration
-	// MaxCommitBytes bounds the bytes one group commit takes (default 8 MiB).
-	MaxCommitBytes int
-	// MaxQueueBytes bounds publish bytes queued per partition before the
-	// writer takes them (default 64 MiB); beyond it publishes fail with a
-	// retriable ErrResourceExhausted.
+	// MaxQueueBytes bounds the publish bytes queued per partition before
+	// they go into a Raft entry (default replication.DefaultMaxQueueBytes);
+	// at the bound a publish waits (at most
+	// replication.DefaultProposeWait), then fails with a retriable
+	// ErrResourceExhausted.
 	MaxQueueBytes int64
 	// MaxDiskBytes is a quota on all partition logs (0 = none). Beyond it
 	// durable publishes fail with a retriable ErrResourceExhausted.
@@ -151,8 +152,6 @@ type Config struct {
 	// DedupMaxBatches < 0 turns duplicate detection off.
 	DedupWindow     time.Duration
 	DedupMaxBatches int
-	// Cluster, when set, makes this broker a node of a cluster.
-	Cluster *ClusterConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -162,14 +161,8 @@ func (c Config) withDefaults() Config {
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
-	if c.NodeID == "" {
-		c.NodeID = "1"
-	}
-	if c.MaxCommitBytes == 0 {
-		c.MaxCommitBytes = 8 << 20
-	}
 	if c.MaxQueueBytes == 0 {
-		c.MaxQueueBytes = 64 << 20
+		c.MaxQueueBytes = replication.DefaultMaxQueueBytes
 	}
 	if c.TailCacheBytes == 0 {
 		c.TailCacheBytes = 16 << 20

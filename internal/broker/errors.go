@@ -41,6 +41,31 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 )
 
+// Retry hints that the broker's retriable errors carry (RetryAfter): how
+// long a client should wait before it sends the same request again.
+const (
+	// notLeaderRetry: the partition's leader is another node, or being
+	// elected.
+	notLeaderRetry = 50 * time.Millisecond
+	// queueFullRetry: the partition's proposal queue stayed full for
+	// replication.Config.ProposeWait.
+	queueFullRetry = 50 * time.Millisecond
+	// duplicateInFlightRetry: a copy of a retried batch is stored but not
+	// committed yet; its offsets come with the next retry.
+	duplicateInFlightRetry = 20 * time.Millisecond
+	// diskQuotaRetry: Config.MaxDiskBytes is used up.
+	diskQuotaRetry = time.Second
+	// topicBusyRetry: a topic of that name is being created or deleted.
+	topicBusyRetry = 100 * time.Millisecond
+	// metadataRetry: the metadata group has no leader, or a node has not
+	// registered yet.
+	metadataRetry = 200 * time.Millisecond
+	// coordinatorRetry: the group coordinator moved or cannot be reached.
+	coordinatorRetry = 100 * time.Millisecond
+	// subscriptionsRetry: Config.MaxSubscriptions are open.
+	subscriptionsRetry = time.Second
+)
+
 // Retriable reports whether err is of a kind a client may retry unchanged.
 func Retriable(err error) bool {
 	return errors.Is(err, ErrResourceExhausted) || errors.Is(err, ErrUnavailable)

@@ -75,6 +75,9 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, err
 		defer timer.Stop()
 		deadline = timer.C
 	}
+	if start, hw := p.offsets(); req.Offset > hw && p.rep.Leading() {
+		return nil, errorf(ErrOffsetOutOfRange, "offset %d is outside [%d, %d] of %s/%d", req.Offset, start, hw, t.name, p.id)
+	}
 	for {
 		changed := t.changed()
 		batches, start, hw, err := p.readBatches(req.Offset, req.MaxBytes)
@@ -131,7 +134,7 @@ func (p *partition) offsetForTime(ts int64) (int64, error) {
 	if p.remote {
 		return 0, errorf(ErrUnavailable, "a position by time in %s/%d needs a node holding a replica (%v)", p.t.name, p.id, p.notHere())
 	}
-	off, err := p.log.OffsetForTime(ts)
+	off, err := p.rep.Log().OffsetForTime(ts)
 	if err != nil {
 		return 0, errorf(ErrUnavailable, "offset for time on %s/%d: %v", p.t.name, p.id, err)
 	}

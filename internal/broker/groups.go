@@ -11,12 +11,12 @@ import (
 	"github.com/hermes-mq/hermes/internal/cluster"
 	cpb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
 	"github.com/hermes-mq/hermes/internal/group"
-	"github.com/hermes-mq/hermes/internal/meta"
 )
 
-// groupManager runs the consumer groups of this node: membership through
-// the deterministic group.Group, the committed offsets (in memory, durable
-// in the meta store), and the per-message ack trackers.
+// groupManager runs the consumer groups this node coordinates (it leads
+// the metadata group): membership through the deterministic group.Group,
+// the committed offsets (in memory, replicated through the metadata
+// group), and the per-message ack trackers.
 //
 // Lock order: groupManager.mu, then Subscription.mu. No partition lock or
 // I/O is taken while holding mu, except where noted.
@@ -59,24 +59,6 @@ func newGroupManager(b *Broker) *groupManager {
 	return &groupManager{b: b, groups: make(map[string]*groupState)}
 }
 
-// load reads the committed offsets of every group from the meta store.
-// On a cluster they come from the metadata group instead, when this node
-// becomes a group's coordinator (seed).
-func (m *groupManager) load() error {
-	if m.b.cfg.Cluster != nil {
-		return nil
-	}
-	offsets, err := m.b.meta.AllOffsets()
-	if err != nil {
-		return err
-	}
-	for _, o := range offsets {
-		gs := m.state(o.Group, 0)
-		gs.offsets[topicPartition{o.Topic, o.Partition}] = &offsetState{committed: o.Offset, persisted: o.Offset}
-	}
-	return nil
-}
-
 // state returns the group, creating it. Lock: m.mu held.
 func (m *groupManager) state(name string, timeout time.Duration) *groupState {
 	gs, ok := m.groups[name]
@@ -94,14 +76,11 @@ func (m *groupManager) state(name string, timeout time.Duration) *groupState {
 	return gs
 }
 
-// seed makes sure a group this node starts to coordinate on a cluster
-// begins from the offsets the metadata group holds: once this node leads
-// it and has applied everything committed before (Barrier), it copies
-// them. Nothing to do on a single node or for a group already here.
+// seed makes sure a group this node starts to coordinate begins from the
+// offsets the metadata group holds: once this node leads it and has
+// applied everything committed before (Barrier), it copies them. Nothing
+// to do for a group already here.
 func (m *groupManager) seed(name string) error {
-	if m.b.cl == nil {
-		return nil
-	}
 	m.mu.Lock()
 	_, ok := m.groups[name]
 	m.mu.Unlock()
@@ -333,7 +312,7 @@ func (m *groupManager) delivered(s *Subscription, pid int32, from, to, gen int64
 
 // commit stores offsets committed by member s (manual mode), after checking
 // s owns each partition. The offsets are durable when it returns nil.
-func (m *groupManager) commit(s *Subscription, offsets []meta.Offset) error {
+func (m *groupManager) commit(s *Subscription, offsets []Offset) error {
 	m.mu.Lock()
 	for i := range offsets {
 		o := &offsets[i]
@@ -348,7 +327,7 @@ func (m *groupManager) commit(s *Subscription, offsets []meta.Offset) error {
 }
 
 // store validates offsets against the partitions and persists them.
-func (m *groupManager) store(groupName string, offsets []meta.Offset) error {
+func (m *groupManager) store(groupName string, offsets []Offset) error {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
 	for _, o := range offsets {
@@ -382,7 +361,7 @@ func (m *groupManager) store(groupName string, offsets []meta.Offset) error {
 
 // AdminCommit sets a group's offsets as an administrator. Refused with
 // ErrGroupNotEmpty for partitions a live member owns.
-func (b *Broker) CommitOffsets(groupName, memberID string, offsets []meta.Offset) error {
+func (b *Broker) CommitOffsets(groupName, memberID string, offsets []Offset) error {
 	if err := ValidateName("group", groupName); err != nil {
 		return err
 	}
@@ -430,7 +409,7 @@ func (b *Broker) CommitOffsets(groupName, memberID string, offsets []meta.Offset
 
 // Commit commits offsets (next offset to consume) for partitions this
 // member owns. Durable when it returns nil.
-func (s *Subscription) Commit(offsets []meta.Offset) error {
+func (s *Subscription) Commit(offsets []Offset) error {
 	if s.remote != nil {
 		for i := range offsets {
 			offsets[i].Group = s.opts.Group
@@ -535,12 +514,12 @@ func (m *groupManager) expire(now time.Time) {
 func (m *groupManager) flush() {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
-	var dirty []meta.Offset
+	var dirty []Offset
 	m.mu.Lock()
 	for _, gs := range m.groups {
 		for tp, os := range gs.offsets {
 			if os.committed >= 0 && os.committed != os.persisted {
-				dirty = append(dirty, meta.Offset{Group: gs.name, Topic: tp.topic, Partition: tp.partition, Offset: os.committed})
+				dirty = append(dirty, Offset{Group: gs.name, Topic: tp.topic, Partition: tp.partition, Offset: os.committed})
 			}
 		}
 	}
@@ -563,16 +542,9 @@ func (m *groupManager) flush() {
 	m.updateLag()
 }
 
-// persist makes offsets durable: in the meta store on a single node,
-// through the metadata group (replicated to every node) on a cluster.
-// Lock: persistMu held.
-func (m *groupManager) persist(offsets []meta.Offset) error {
-	if m.b.cl == nil {
-		if err := m.b.meta.CommitOffsets(offsets); err != nil {
-			return errorf(ErrUnavailable, "store offsets: %v", err)
-		}
-		return nil
-	}
+// persist makes offsets durable through the metadata group (replicated
+// to every node). Lock: persistMu held.
+func (m *groupManager) persist(offsets []Offset) error {
 	byGroup := make(map[string]*cpb.CommitOffsets)
 	var order []string
 	for _, o := range offsets {
@@ -600,9 +572,6 @@ func (m *groupManager) persist(offsets []meta.Offset) error {
 // subscribe again and reach the new coordinator, which starts from the
 // replicated offsets. What they had not committed comes again.
 func (m *groupManager) abdicate(now time.Time) {
-	if m.b.cl == nil {
-		return
-	}
 	leader := m.b.cl.meta.Leader()
 	switch {
 	case leader == m.b.cl.cfg.NodeID:
@@ -666,15 +635,14 @@ func (m *groupManager) updateLag() {
 	}
 }
 
-// deleteTopic removes a topic's definition and its groups' offsets from
-// the meta store, and forgets them here; members consuming it leave their
-// groups (their subscriptions end by themselves: they watch the topic).
-func (m *groupManager) deleteTopic(name string) error {
+// forgetTopic forgets a deleted topic's offsets here (the metadata group
+// dropped them when it applied the deletion); members consuming it leave
+// their groups (their subscriptions end by themselves: they watch the
+// topic). persistMu keeps a flush that read the offsets before from
+// writing them back after.
+func (m *groupManager) forgetTopic(name string) {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
-	if err := m.b.meta.DeleteTopic(name); err != nil {
-		return err
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, gs := range m.groups {
@@ -690,7 +658,6 @@ func (m *groupManager) deleteTopic(name string) error {
 		}
 		m.prune(gs)
 	}
-	return nil
 }
 
 func (m *groupManager) close() {
@@ -708,4 +675,9 @@ func (m *groupManager) close() {
 
 // Offset is a group's committed offset on one partition (the next offset
 // to consume), as adapters pass it to CommitOffsets and Commit.
-type Offset = meta.Offset
+type Offset struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+}

@@ -1,143 +1,85 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/internal/memring"
-	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
-// partition is one partition of a topic on this node: its durable log, its
-// in-memory ring of performance records, and the single writer goroutine
-// that appends to the log with group commit.
+// partition is one partition of a topic on this node: its Raft replica
+// (which owns the durable log; nil when the partition lives on other
+// nodes only), its in-memory ring of performance records, and the tail
+// cache and high watermark that live readers use.
 //
-// Lock order: partition.sendMu before partition.mu; neither is held while
-// calling into another partition or the group manager.
+// Lock order: partition.mu is a leaf; it is not held while calling into
+// the replica, another partition or the group manager.
 type partition struct {
 	b     *Broker
 	t     *topic
 	id    int32
-	log   *partlog.Log
 	ring  *memring.Ring
 	label string // topic name, for metrics
 
-	// sendMu guards sends on reqs against its close.
-	sendMu sync.RWMutex
-	closed bool
-	reqs   chan *writeReq
-	queued atomic.Int64  // bytes in reqs, bounded by Config.MaxQueueBytes
-	done   chan struct{} // closed when the writer goroutine exits
-
-	// On a cluster: the partition's Raft replica on this node (nil on a
-	// single node), or, for a partition this node does not hold, only its
-	// replicas (log and rep are nil then).
+	// rep is the partition's Raft replica on this node, or nil for a
+	// partition this node does not hold (remote): then replicas says
+	// where it is, for relays.
 	rep      *replication.Replica
 	replicas []uint64
 	remote   bool
 
 	mu sync.RWMutex
-	// hw is the high watermark: every offset below it is durable and
-	// readable. Invariant: hw == log.SyncedOffset() between commits on a
-	// single node; on a cluster, the offset after the committed entries.
+	// hw is the high watermark: every offset below it is committed and
+	// readable. Invariant: hw == the offset after the last entry handed
+	// to committed().
 	hw     int64
 	start  int64 // log start offset, refreshed after retention
 	failed error // sticky storage failure; the partition refuses I/O
 	tail   tailCache
-
-	// dedup remembers recent batches to answer retried publishes with
-	// their first copy's offsets. Owned by the writer goroutine on a single
-	// node, by the Raft replica's goroutine on a cluster.
-	dedup *dedup.Window
 }
 
-// writeReq is one unit of work for the writer: a validated batch to append,
-// or a control function to run on the writer goroutine.
-type writeReq struct {
-	batch   []byte
-	records int
-	mode    Mode
-	enq     time.Time
-	control func()
-	done    func(base int64, err error)
-}
-
-const writeQueueLen = 8192
-
-func openPartition(b *Broker, t *topic, id int32, dir string) (*partition, error) {
-	log, err := partlog.Open(dir, partlog.Options{
-		SegmentBytes:   t.cfg.SegmentBytes,
-		RetentionAge:   t.cfg.RetentionAge,
-		RetentionBytes: t.cfg.RetentionBytes,
-		Logger:         b.log.With("topic", t.name, "partition", id),
-	})
+// openPartition opens partition id of t on this node: its data log and
+// Raft replica (replication.Open). peers are the voters to bootstrap a
+// new group with (nil: a replica joining its group, which gets
+// everything from the leader).
+func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*partition, error) {
+	p := &partition{b: b, t: t, id: id, label: t.name, replicas: replicas,
+		ring: memring.New(memring.Options{MaxRecords: b.cfg.RingRecords, MaxBytes: b.cfg.RingBytes})}
+	p.tail.max = b.cfg.TailCacheBytes
+	group := groupName(t.name, t.id, id)
+	rep, err := replication.Open(replication.Config{
+		Group: group, NodeID: b.cfg.Cluster.NodeID, Peers: peers, TickInterval: b.cfg.Cluster.TickInterval,
+		MaxQueueBytes: b.cfg.MaxQueueBytes,
+		Logger:        b.log.With("group", group), OnCommit: p.committed, OnSnapshot: p.installed, OnFail: p.fail,
+		Synced: func(d time.Duration, records int) {
+			b.m.fsyncLatency.Observe(d.Seconds())
+			b.m.commitRecords.Observe(float64(records))
+		},
+		Duplicate: func() { b.m.duplicates.WithLabelValues(p.label).Inc() },
+	}, b.partitionDir(t.dirName(), id), replication.LogOptions{
+		SegmentBytes: t.cfg.SegmentBytes, RetentionAge: t.cfg.RetentionAge, RetentionBytes: t.cfg.RetentionBytes,
+		DedupWindow: b.cfg.DedupWindow, DedupMaxBatches: b.cfg.DedupMaxBatches,
+	}, b.meta, b.cl.tr)
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s/%d: %w", t.name, id, err)
 	}
-	p := &partition{
-		b: b, t: t, id: id, log: log, label: t.name,
-		ring: memring.New(memring.Options{MaxRecords: b.cfg.RingRecords, MaxBytes: b.cfg.RingBytes}),
-		reqs: make(chan *writeReq, writeQueueLen),
-		done: make(chan struct{}),
-		hw:   log.NextOffset(),
-	}
-	p.start = log.StartOffset()
-	p.tail.max = b.cfg.TailCacheBytes
-	p.dedup = dedup.New(dedup.Options{MaxAge: b.cfg.DedupWindow, MaxBatches: b.cfg.DedupMaxBatches})
-	if err := p.rebuildDedup(); err != nil {
-		log.Close()
-		return nil, err
-	}
-	go p.run()
+	p.rep = rep
+	p.mu.Lock()
+	p.hw = rep.Committed() // only what is known committed
+	p.start = rep.Log().StartOffset()
+	p.mu.Unlock()
 	return p, nil
 }
 
-// dedupRebuildRecords bounds how far back from the end of its log a
-// partition looks, at open, for the batches of its duplicate window.
-const dedupRebuildRecords = 100_000
-
-// rebuildDedup fills the duplicate window from the newest batches of the
-// log (those a restart should still recognise). Their age counts from now.
-func (p *partition) rebuildDedup() error {
-	if p.dedup == nil {
-		return nil
-	}
-	end := p.log.NextOffset()
-	now := time.Now()
-	for off := max(p.log.StartOffset(), end-dedupRebuildRecords); off < end; {
-		raw, err := p.log.Read(off, 4<<20, end)
-		if err != nil {
-			return fmt.Errorf("partition %s/%d: read for the duplicate window: %w", p.t.name, p.id, err)
-		}
-		if len(raw) == 0 {
-			break
-		}
-		for len(raw) > 0 {
-			h, err := record.ParseHeader(raw)
-			if err != nil {
-				return fmt.Errorf("partition %s/%d: read for the duplicate window: %w", p.t.name, p.id, err)
-			}
-			if k, ok := dedup.KeyOfHeader(h, raw); ok {
-				p.dedup.Add(k, h.BaseOffset, now)
-			}
-			raw, off = raw[h.Size():], h.NextOffset()
-		}
-	}
-	return nil
-}
-
 // remotePartition is the placeholder of a partition this node does not
-// hold: it knows the replicas, for redirects.
+// hold: it knows the replicas, for relays.
 func remotePartition(b *Broker, t *topic, id int32, replicas []uint64) *partition {
-	p := &partition{b: b, t: t, id: id, label: t.name, replicas: replicas, remote: true, done: make(chan struct{})}
+	p := &partition{b: b, t: t, id: id, label: t.name, replicas: replicas, remote: true}
 	p.ring = memring.New(memring.Options{MaxRecords: 1, MaxBytes: 1})
-	close(p.done)
-	p.closed = true
 	return p
 }
 
@@ -150,105 +92,146 @@ func (p *partition) notHere() error {
 	} else if len(p.replicas) > 0 {
 		leader = p.replicas[0]
 	}
-	return &kindError{kind: ErrUnavailable, retryAfter: 50 * time.Millisecond, leader: p.b.leaderAddr(leader),
-		msg: fmt.Sprintf("partition %s/%d is led by node %d (replicas %v), not node %d", p.t.name, p.id, leader, p.replicas, p.b.cl.cfg.NodeID)}
+	return &kindError{kind: ErrUnavailable, retryAfter: notLeaderRetry, leader: p.b.leaderAddr(leader),
+		msg: fmt.Sprintf("partition %s/%d is led by node %d (replicas %v), not node %d", p.t.name, p.id, leader, p.replicas, p.b.cfg.Cluster.NodeID)}
 }
 
-// enqueue hands r to the writer, or fails at once when the partition is
-// closed or its queue bound is reached (never blocks: backpressure is an
-// explicit, retriable error).
-func (p *partition) enqueue(r *writeReq) error {
-	p.sendMu.RLock()
-	defer p.sendMu.RUnlock()
-	if p.closed {
-		return errorf(ErrUnavailable, "partition %s/%d is closing", p.t.name, p.id)
-	}
-	n := int64(len(r.batch))
-	if q := p.queued.Add(n); q > p.b.cfg.MaxQueueBytes && q != n {
-		p.queued.Add(-n)
-		p.b.m.rejected.WithLabelValues("queue_full").Inc()
-		return exhausted(50*time.Millisecond, "partition %s/%d has %d bytes queued (limit %d)", p.t.name, p.id, q-n, p.b.cfg.MaxQueueBytes)
-	}
-	select {
-	case p.reqs <- r:
-		return nil
-	default:
-		p.queued.Add(-n)
-		p.b.m.rejected.WithLabelValues("queue_full").Inc()
-		return exhausted(50*time.Millisecond, "partition %s/%d has %d requests queued", p.t.name, p.id, writeQueueLen)
-	}
-}
-
-// close stops the writer after it has finished what is queued, then closes
-// the log.
+// close stops the partition's replica (which finishes what it was writing
+// and closes the log).
 func (p *partition) close() error {
-	if p.remote {
+	if p.rep == nil {
 		return nil
 	}
-	if p.rep != nil {
-		p.b.cl.host.Remove(fmt.Sprintf("%s/%d", p.t.name, p.id))
-		p.rep.Stop()
-	}
-	p.sendMu.Lock()
-	if !p.closed {
-		p.closed = true
-		close(p.reqs)
-	}
-	p.sendMu.Unlock()
-	<-p.done
-	return p.log.Close()
+	p.b.cl.host.Remove(p.group())
+	p.rep.Stop()
+	return nil
 }
 
-// run is the writer goroutine: it takes every queued request (up to
-// MaxCommitBytes), appends them, fsyncs once and then acknowledges them all.
-func (p *partition) run() {
-	defer close(p.done)
-	var pending []*writeReq
-	lastSync := time.Now()
-	for {
-		r, ok := <-p.reqs
-		if !ok {
-			return
-		}
-		pending = p.collect(append(pending[:0], r), lastSync)
-		p.commit(pending)
-		lastSync = time.Now()
-		clear(pending)
+// delete removes the closed partition's files and Raft state from this
+// node.
+func (p *partition) delete() {
+	if p.rep == nil {
+		return
+	}
+	if err := p.rep.Delete(p.b.meta); err != nil {
+		p.b.log.Warn("cannot delete a partition's files", "topic", p.t.name, "partition", p.id, "err", err)
 	}
 }
 
-// collect adds whatever else is queued, without waiting, up to the commit
-// bound; with a fsync interval it waits until the interval has passed.
-func (p *partition) collect(pending []*writeReq, lastSync time.Time) []*writeReq {
-	size := len(pending[0].batch)
-	var timer <-chan time.Time
-	if iv := p.b.cfg.FsyncInterval; iv > 0 {
-		if wait := iv - time.Since(lastSync); wait > 0 {
-			timer = time.After(wait)
-		}
+func (p *partition) group() string { return groupName(p.t.name, p.t.id, p.id) }
+
+// fail marks the partition failed after a storage error (the replica's
+// OnFail): the log's state past the last fsync is unknown (a failed fsync
+// may have dropped dirty pages), so the partition refuses all I/O until
+// the broker restarts and recovery truncates the log to its last valid
+// batch.
+func (p *partition) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed == nil {
+		p.failed = err
+		p.tail.reset()
+		p.b.log.Error("partition storage failed; refusing I/O until restart",
+			"topic", p.t.name, "partition", p.id, "err", err)
 	}
-	for size < p.b.cfg.MaxCommitBytes {
-		var r *writeReq
-		var ok bool
-		if timer != nil {
-			select {
-			case r, ok = <-p.reqs:
-			case <-timer:
-				timer = nil
-				continue
-			}
-		} else {
-			select {
-			case r, ok = <-p.reqs:
-			default:
-				return pending
-			}
-		}
-		if !ok {
-			return pending
-		}
-		pending = append(pending, r)
-		size += len(r.batch)
+}
+
+// installed is the replica's snapshot callback: this replica was behind
+// its leader's retention, and its log now starts at offset.
+func (p *partition) installed(_ []byte, offset int64) {
+	p.mu.Lock()
+	p.start = offset
+	if p.hw < offset {
+		p.hw = offset
 	}
-	return pending
+	p.tail.reset()
+	p.mu.Unlock()
+	p.t.broadcast()
+	p.b.log.Info("partition replica restarted from its leader's retention point", "topic", p.t.name, "partition", p.id, "offset", offset)
+}
+
+// committed is the replica's commit callback: committed batches feed the
+// tail cache and the high watermark moves.
+func (p *partition) committed(batches [][]byte, hw int64) {
+	p.mu.Lock()
+	for _, bt := range batches {
+		h, err := record.ParseHeader(bt)
+		if err != nil {
+			continue
+		}
+		if len(p.tail.entries) > 0 && p.tail.entries[len(p.tail.entries)-1].next != h.BaseOffset {
+			p.tail.reset() // a restart left a gap: the cache starts over
+		}
+		p.tail.add(h.BaseOffset, h.NextOffset(), bt)
+	}
+	if hw > p.hw {
+		p.hw = hw
+	}
+	p.mu.Unlock()
+	p.t.broadcast()
+}
+
+// readBatches returns committed batches from offset: from the tail cache
+// when it covers offset, else from the log. The first batch may start
+// below offset. The slices must not be modified.
+func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, start, hw int64, err error) {
+	if p.remote {
+		return p.b.remoteRead(p, offset, maxBytes)
+	}
+	p.mu.RLock()
+	start, hw, failed := p.start, p.hw, p.failed
+	if failed != nil {
+		p.mu.RUnlock()
+		return nil, start, hw, errorf(ErrUnavailable, "partition %s/%d storage failed: %v", p.t.name, p.id, failed)
+	}
+	if offset > hw {
+		p.mu.RUnlock()
+		return nil, start, hw, nil // committed elsewhere; this replica learns it soon
+	}
+	if offset < start {
+		p.mu.RUnlock()
+		return nil, start, hw, errorf(ErrOffsetOutOfRange, "offset %d is outside [%d, %d] of %s/%d", offset, start, hw, p.t.name, p.id)
+	}
+	if offset == hw {
+		p.mu.RUnlock()
+		return nil, start, hw, nil
+	}
+	if cached, ok := p.tail.read(offset, maxBytes); ok {
+		p.mu.RUnlock()
+		return cached, start, hw, nil
+	}
+	p.mu.RUnlock()
+	raw, err := p.rep.Log().Read(offset, maxBytes, hw)
+	if errors.Is(err, replication.ErrOffsetOutOfRange) { // retention ran meanwhile
+		start = p.refreshStart()
+		return nil, start, hw, errorf(ErrOffsetOutOfRange, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+	}
+	if err != nil {
+		return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+	}
+	for len(raw) > 0 {
+		h, err := record.ParseBatch(raw)
+		if err != nil {
+			return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+		}
+		batches = append(batches, raw[:h.Size()])
+		raw = raw[h.Size():]
+	}
+	return batches, start, hw, nil
+}
+
+// refreshStart takes the log's start offset after segments were deleted.
+func (p *partition) refreshStart() int64 {
+	start := p.rep.Log().StartOffset()
+	p.mu.Lock()
+	p.start = start
+	p.mu.Unlock()
+	return start
+}
+
+// offsets returns the partition's start offset and high watermark.
+func (p *partition) offsets() (start, hw int64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.start, p.hw
 }

@@ -189,7 +189,8 @@ func fillRecords(recs []record.Record, now int64) {
 	}
 }
 
-// appendDurable queues a validated batch for the partition's writer.
+// appendDurable proposes a validated batch to the partition's Raft group,
+// or relays it to the group's leader when that is another node.
 func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done stored) {
 	if p.remote {
 		b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
@@ -197,34 +198,21 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, for
 	}
 	if q := b.cfg.MaxDiskBytes; q > 0 && b.diskBytes.Load() >= q {
 		b.m.rejected.WithLabelValues("disk_quota").Inc()
-		done(0, "", exhausted(time.Second, "disk quota of %d bytes is used up", q))
+		done(0, "", exhausted(diskQuotaRetry, "disk quota of %d bytes is used up", q))
 		return
 	}
-	if p.rep != nil {
-		if lead := p.rep.Leader(); lead != 0 && lead != b.cl.cfg.NodeID {
-			// Relay from here, where waiting for room is fine: the
-			// replica's goroutine (proposeDurable's callback) must not wait.
-			b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
-			return
-		}
-		b.proposeDurable(p, batch, n, mode, forwarded, done)
+	if lead := p.rep.Leader(); lead != 0 && lead != b.cfg.Cluster.NodeID {
+		// Relay from here, where waiting for room is fine: the
+		// replica's goroutine (proposeDurable's callback) must not wait.
+		b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
 		return
 	}
-	r := &writeReq{batch: batch, records: n, mode: mode, enq: time.Now(), done: func(base int64, err error) {
-		if err == nil {
-			b.m.publishedRecords.WithLabelValues(p.label, mode.String()).Add(float64(n))
-			b.m.publishedBytes.WithLabelValues(p.label, mode.String()).Add(float64(len(batch)))
-		}
-		done(base, "", err)
-	}}
-	if err := p.enqueue(r); err != nil {
-		done(0, "", err)
-	}
+	b.proposeDurable(p, batch, n, mode, forwarded, done)
 }
 
-// proposeDurable is appendDurable on a cluster: the batch goes through the
-// partition's Raft group, answered once the leader has fsynced it
-// (eventual) or a quorum has it (consistent).
+// proposeDurable hands the batch to the partition's Raft group; it is
+// answered once the leader has fsynced it (eventual) or a quorum has it
+// (consistent).
 func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done stored) {
 	ack := replication.AckCommitted
 	if mode == ModeEventual {
@@ -237,11 +225,11 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, fo
 			b.relay(p, batch, mode, forwarded, p.notHere(), false, done)
 		case errors.Is(err, replication.ErrBusy):
 			b.m.rejected.WithLabelValues("queue_full").Inc()
-			done(0, "", exhausted(50*time.Millisecond, "%v", err))
+			done(0, "", exhausted(queueFullRetry, "%v", err))
 		case errors.Is(err, replication.ErrDuplicateInFlight):
-			done(0, "", &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 20 * time.Millisecond})
+			done(0, "", &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: duplicateInFlightRetry})
 		case err != nil:
-			done(0, "", &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: 50 * time.Millisecond})
+			done(0, "", &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: notLeaderRetry})
 		default:
 			b.m.publishLatency.WithLabelValues(mode.String()).Observe(time.Since(enq).Seconds())
 			b.m.publishedRecords.WithLabelValues(p.label, mode.String()).Add(float64(n))

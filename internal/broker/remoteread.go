@@ -42,12 +42,24 @@ func (b *Broker) replicaAddrs(p *partition) []string {
 	return out
 }
 
+// remoteRead reads p from a node holding it, for a subscription: whole
+// batches from offset, without waiting.
+func (b *Broker) remoteRead(p *partition, offset int64, maxBytes int) ([][]byte, int64, int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	res, err := b.remoteFetch(ctx, p, offset, maxBytes, 0, false)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return res.Batches, res.StartOffset, res.HighWatermark, nil
+}
+
 // remoteFetch reads p from a node holding it: whole batches from offset,
 // waiting up to wait for some. forwarded: the request was itself relayed
 // here, so it fails instead of going further.
 func (b *Broker) remoteFetch(ctx context.Context, p *partition, offset int64, maxBytes int, wait time.Duration, forwarded bool) (*FetchResult, error) {
 	notHere := p.notHere()
-	if forwarded || b.cl == nil {
+	if forwarded {
 		return nil, notHere
 	}
 	var lastErr error = notHere
@@ -82,9 +94,6 @@ func (b *Broker) remoteFetch(ctx context.Context, p *partition, offset int64, ma
 // remoteOffsets asks a node holding p for p's start offset and high
 // watermark.
 func (b *Broker) remoteOffsets(p *partition) (start, hw int64, err error) {
-	if b.cl == nil {
-		return 0, 0, p.notHere()
-	}
 	err = p.notHere()
 	for _, addr := range b.replicaAddrs(p) {
 		c, cerr := b.fw.api(addr)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -8,7 +9,10 @@ import (
 // topic is a topic on this node.
 type topic struct {
 	name string
-	cfg  TopicConfig
+	// id tells apart topics of the same name over time (cluster.Topic.ID);
+	// its files and Raft groups are named by dirName.
+	id  uint64
+	cfg TopicConfig
 	// parts is the current partitions, replaced whole (copy on write)
 	// when a replica moves to or from this node; use partitions().
 	parts atomic.Pointer[[]*partition]
@@ -47,9 +51,26 @@ func (t *topic) partitions() []*partition {
 // old one keep it).
 func (t *topic) setPartitions(ps []*partition) { t.parts.Store(&ps) }
 
-func newTopic(name string, cfg TopicConfig) *topic {
-	return &topic{name: name, cfg: cfg, notifyCh: make(chan struct{}), deleted: make(chan struct{})}
+func newTopic(name string, id uint64, cfg TopicConfig) *topic {
+	return &topic{name: name, id: id, cfg: cfg, notifyCh: make(chan struct{}), deleted: make(chan struct{})}
 }
+
+// dirName names the files and Raft groups of topic name with id: the
+// name alone for a topic of id 0 (created before topics had ids), else
+// name@id. '@' is not allowed in names, so no two topics share one.
+func dirName(name string, id uint64) string {
+	if id == 0 {
+		return name
+	}
+	return name + "@" + strconv.FormatUint(id, 10)
+}
+
+// groupName is the Raft group of partition p of a topic.
+func groupName(name string, id uint64, p int32) string {
+	return dirName(name, id) + "/" + strconv.Itoa(int(p))
+}
+
+func (t *topic) dirName() string { return dirName(t.name, t.id) }
 
 // changed returns a channel closed at the next advance of any partition's
 // high watermark or ring.
@@ -100,7 +121,7 @@ func (t *topic) info() TopicInfo {
 		start, hw := p.offsets()
 		ti.Partitions[i] = PartitionInfo{
 			Partition: int32(i), StartOffset: start, EndOffset: hw,
-			SizeBytes: p.log.Size(), RingEnd: p.ring.End(), RingEvicted: p.ring.Evicted(),
+			SizeBytes: p.rep.Log().Size(), RingEnd: p.ring.End(), RingEvicted: p.ring.Evicted(),
 		}
 	}
 	return ti

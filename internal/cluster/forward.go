@@ -177,7 +177,7 @@ func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command, applied ui
 }
 
 func topicState(t *Topic) *pb.TopicState {
-	ts := &pb.TopicState{Name: t.Name, Config: t.Config}
+	ts := &pb.TopicState{Name: t.Name, Id: t.ID, Config: t.Config}
 	for p, r := range t.Replicas {
 		ts.Partitions = append(ts.Partitions, &pb.PartitionState{Replicas: r, Target: t.Target(p)})
 	}
@@ -185,7 +185,7 @@ func topicState(t *Topic) *pb.TopicState {
 }
 
 func topicFromState(ts *pb.TopicState) *Topic {
-	t := &Topic{Name: ts.GetName(), Config: ts.GetConfig()}
+	t := &Topic{Name: ts.GetName(), ID: ts.GetId(), Config: ts.GetConfig()}
 	for _, p := range ts.GetPartitions() {
 		t.Replicas = append(t.Replicas, p.GetReplicas())
 	}

@@ -29,7 +29,11 @@ var (
 
 // Topic is a topic as the cluster knows it.
 type Topic struct {
-	Name   string
+	Name string
+	// ID tells apart topics that had the same name: the metadata log
+	// index of the topic's creation (0 for topics created before topics
+	// had ids). Its files and Raft groups are named by name and id.
+	ID     uint64
 	Config *pb.TopicConfig
 	// Replicas[p] are the voters of partition p; Replicas[p][0] is its
 	// preferred leader.
@@ -116,7 +120,7 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 	m.Applied = index
 	switch k := cmd.Kind.(type) {
 	case *pb.Command_CreateTopic:
-		return m.createTopic(k.CreateTopic)
+		return m.createTopic(index, k.CreateTopic)
 	case *pb.Command_DeleteTopic:
 		t, ok := m.topics[k.DeleteTopic.GetName()]
 		if !ok {
@@ -417,7 +421,7 @@ func (m *Metadata) Groups() []string {
 	return out
 }
 
-func (m *Metadata) createTopic(c *pb.CreateTopic) (Change, error) {
+func (m *Metadata) createTopic(index uint64, c *pb.CreateTopic) (Change, error) {
 	name, cfg := c.GetName(), c.GetConfig()
 	if name == "" || cfg.GetPartitions() <= 0 || cfg.GetReplicationFactor() <= 0 {
 		return Change{}, fmt.Errorf("%w: topic %q with %d partitions, replication factor %d",
@@ -432,6 +436,9 @@ func (m *Metadata) createTopic(c *pb.CreateTopic) (Change, error) {
 		return Change{}, fmt.Errorf("%w: %d replicas asked, %d nodes", ErrNoNodes, rf, len(nodes))
 	}
 	t := &Topic{Name: name, Config: proto.Clone(cfg).(*pb.TopicConfig), Replicas: Place(name, int(cfg.GetPartitions()), rf, nodes)}
+	if c.GetAssignId() {
+		t.ID = index
+	}
 	m.topics[name] = t
 	return Change{Created: t}, nil
 }
@@ -502,7 +509,7 @@ func (m *Metadata) Nodes() []Node {
 }
 
 func (t *Topic) clone() *Topic {
-	c := &Topic{Name: t.Name, Config: proto.Clone(t.Config).(*pb.TopicConfig), Replicas: make([][]uint64, len(t.Replicas))}
+	c := &Topic{Name: t.Name, ID: t.ID, Config: proto.Clone(t.Config).(*pb.TopicConfig), Replicas: make([][]uint64, len(t.Replicas))}
 	for i, r := range t.Replicas {
 		c.Replicas[i] = slices.Clone(r)
 	}
@@ -548,7 +555,7 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 		m.nodes[n.GetId()] = &Node{ID: n.GetId(), RaftAddr: n.GetRaftAddr(), GRPCAddr: n.GetGrpcAddr(), HTTPAddr: n.GetHttpAddr()}
 	}
 	for _, ts := range s.GetTopics() {
-		t := &Topic{Name: ts.GetName(), Config: proto.Clone(ts.GetConfig()).(*pb.TopicConfig)}
+		t := &Topic{Name: ts.GetName(), ID: ts.GetId(), Config: proto.Clone(ts.GetConfig()).(*pb.TopicConfig)}
 		for i, p := range ts.GetPartitions() {
 			t.Replicas = append(t.Replicas, slices.Clone(p.GetReplicas()))
 			if len(p.GetTarget()) > 0 {

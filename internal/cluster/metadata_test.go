@@ -344,3 +344,31 @@ func TestMetadataBalanceMovesOneReplicaPerPartition(t *testing.T) {
 		}
 	}
 }
+
+// A topic created with assign_id gets the index of its creation as its
+// id; one deleted and created again under its name is another topic (a
+// new id), and snapshots keep ids. Creations without assign_id (logged
+// before topics had ids) keep id 0.
+func TestMetadataTopicIDs(t *testing.T) {
+	m := NewMetadata()
+	withID := func(name string) *pb.Command {
+		c := create(name, 1, 1)
+		c.GetCreateTopic().AssignId = true
+		return c
+	}
+	for i, c := range []*pb.Command{register(1), withID("a"), create("old", 1, 1), del("a"), withID("a")} {
+		if _, err := m.Apply(uint64(i+1), c); err != nil {
+			t.Fatalf("command %d: %v", i+1, err)
+		}
+	}
+	a, _ := m.Topic("a")
+	old, _ := m.Topic("old")
+	if a.ID != 5 || old.ID != 0 {
+		t.Fatalf("ids: a %d (want 5, its second creation), old %d (want 0)", a.ID, old.ID)
+	}
+	r := NewMetadata()
+	r.Restore(m.Applied, m.Snapshot())
+	if ra, _ := r.Topic("a"); ra.ID != 5 {
+		t.Fatalf("after a snapshot a has id %d", ra.ID)
+	}
+}

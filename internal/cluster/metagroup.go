@@ -197,7 +197,7 @@ func (g *MetaGroup) restore(state []byte, offset int64) error {
 		old[t.Name] = t
 	}
 	for _, t := range after {
-		if o, ok := old[t.Name]; ok && proto.Equal(o.Config, t.Config) && len(o.Replicas) == len(t.Replicas) {
+		if o, ok := old[t.Name]; ok && o.ID == t.ID && proto.Equal(o.Config, t.Config) && len(o.Replicas) == len(t.Replicas) {
 			delete(old, t.Name) // the same topic: maybe with other replicas
 			if !slices.EqualFunc(o.Replicas, t.Replicas, slices.Equal) || !slices.EqualFunc(o.Targets, t.Targets, slices.Equal) {
 				changes = append(changes, Change{Moved: t})

@@ -1,5 +1,6 @@
 // Package meta keeps a node's small, non-log state in an embedded Pebble
-// store: topic definitions and consumer-group committed offsets.
+// store: its node id, and the Raft state and snapshots of its groups
+// (topics and committed offsets live in the metadata group's log).
 //
 // Every write is synced before it returns: a caller that reports success to
 // a client may rely on the value surviving a crash.
@@ -17,11 +18,6 @@ import (
 
 // ErrNotFound is returned when a key has no value.
 var ErrNotFound = errors.New("meta: not found")
-
-const (
-	topicPrefix  = "topic/"
-	offsetPrefix = "offset/"
-)
 
 // Store is safe for concurrent use.
 type Store struct {
@@ -41,87 +37,42 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 // Close flushes and closes the store.
 func (s *Store) Close() error { return s.db.Close() }
 
-// PutTopic stores a topic's definition (an encoded blob owned by the caller).
-func (s *Store) PutTopic(name string, def []byte) error {
-	return s.db.Set([]byte(topicPrefix+name), def, pebble.Sync)
-}
+// Keys of the format a single node wrote before it was a cluster of one:
+// topic definitions as JSON, and committed offsets. They are read once, to
+// migrate them into the metadata group (see the broker), then deleted.
+const (
+	topicPrefix  = "topic/"
+	offsetPrefix = "offset/"
+)
 
-// DeleteTopic removes a topic's definition and every group offset of it.
-func (s *Store) DeleteTopic(name string) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := b.Delete([]byte(topicPrefix+name), nil); err != nil {
-		return err
-	}
-	offsets, err := s.AllOffsets()
-	if err != nil {
-		return err
-	}
-	for _, o := range offsets {
-		if o.Topic == name {
-			if err := b.Delete(offsetKey(o.Group, o.Topic, o.Partition), nil); err != nil {
-				return err
-			}
-		}
-	}
-	return b.Commit(pebble.Sync)
-}
-
-// Topics returns every stored topic definition by name. The values are
-// copies owned by the caller.
-func (s *Store) Topics() (map[string][]byte, error) {
-	out := make(map[string][]byte)
+// LegacyTopics returns the topic definitions of the old single-node
+// format, by name (nil when there are none). The values are copies owned
+// by the caller.
+func (s *Store) LegacyTopics() (map[string][]byte, error) {
+	var out map[string][]byte
 	err := s.scan(topicPrefix, func(k, v []byte) error {
+		if out == nil {
+			out = make(map[string][]byte)
+		}
 		out[string(k[len(topicPrefix):])] = append([]byte(nil), v...)
 		return nil
 	})
 	return out, err
 }
 
-// Offset is a committed offset of one group on one partition: the next
-// offset the group will consume there.
-type Offset struct {
+// LegacyOffset is a committed offset of the old single-node format: the
+// next offset group will consume on a partition.
+type LegacyOffset struct {
 	Group     string
 	Topic     string
 	Partition int32
 	Offset    int64
 }
 
-// CommitOffsets stores the offsets atomically and durably.
-func (s *Store) CommitOffsets(offsets []Offset) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	var v [8]byte
-	for _, o := range offsets {
-		binary.BigEndian.PutUint64(v[:], uint64(o.Offset))
-		if err := b.Set(offsetKey(o.Group, o.Topic, o.Partition), v[:], nil); err != nil {
-			return err
-		}
-	}
-	return b.Commit(pebble.Sync)
-}
-
-// CommittedOffset returns the group's committed offset of a partition, or
-// ErrNotFound.
-func (s *Store) CommittedOffset(group, topic string, partition int32) (int64, error) {
-	v, closer, err := s.db.Get(offsetKey(group, topic, partition))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, ErrNotFound
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer closer.Close()
-	if len(v) != 8 {
-		return 0, fmt.Errorf("meta: offset value of %d bytes for group %q topic %q partition %d", len(v), group, topic, partition)
-	}
-	return int64(binary.BigEndian.Uint64(v)), nil
-}
-
-// AllOffsets returns every committed offset, ordered by group, topic and
-// partition.
-func (s *Store) AllOffsets() ([]Offset, error) {
-	var out []Offset
+// LegacyOffsets returns the committed offsets of the old single-node
+// format, ordered by group, topic and partition.
+func (s *Store) LegacyOffsets() ([]LegacyOffset, error) {
+	var out []LegacyOffset
 	err := s.scan(offsetPrefix, func(k, v []byte) error {
 		o, err := parseOffset(k, v)
 		if err != nil {
@@ -133,10 +84,43 @@ func (s *Store) AllOffsets() ([]Offset, error) {
 	return out, err
 }
 
+// DeleteLegacy removes every key of the old single-node format, once they
+// are migrated.
+func (s *Store) DeleteLegacy() error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, prefix := range []string{topicPrefix, offsetPrefix} {
+		if err := b.DeleteRange([]byte(prefix), prefixEnd(prefix), nil); err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.Sync)
+}
+
+const nodeIDKey = "node/id"
+
+// NodeID returns the node id this data directory belongs to, or
+// ErrNotFound before one was stored.
+func (s *Store) NodeID() (uint64, error) {
+	v, err := s.get(nodeIDKey)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("meta: node id of %d bytes", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// PutNodeID durably records the node id this data directory belongs to.
+func (s *Store) PutNodeID(id uint64) error {
+	return s.db.Set([]byte(nodeIDKey), binary.BigEndian.AppendUint64(nil, id), pebble.Sync)
+}
+
 func (s *Store) scan(prefix string, fn func(k, v []byte) error) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: []byte(prefix),
-		UpperBound: []byte(prefix[:len(prefix)-1] + string(rune(prefix[len(prefix)-1]+1))),
+		UpperBound: prefixEnd(prefix),
 	})
 	if err != nil {
 		return err
@@ -148,6 +132,14 @@ func (s *Store) scan(prefix string, fn func(k, v []byte) error) error {
 		}
 	}
 	return it.Error()
+}
+
+// prefixEnd is the first key after every key that starts with prefix
+// (which ends in a byte below 0xff).
+func prefixEnd(prefix string) []byte {
+	end := []byte(prefix)
+	end[len(end)-1]++
+	return end
 }
 
 // offsetKey is offset/<group>\x00<topic>\x00<partition big-endian>. Names
@@ -163,20 +155,20 @@ func offsetKey(group, topic string, partition int32) []byte {
 	return binary.BigEndian.AppendUint32(k, uint32(partition))
 }
 
-func parseOffset(k, v []byte) (Offset, error) {
+func parseOffset(k, v []byte) (LegacyOffset, error) {
 	rest := k[len(offsetPrefix):]
 	var parts [2][]byte
 	for i := range parts {
 		j := indexByte(rest, 0)
 		if j < 0 {
-			return Offset{}, fmt.Errorf("meta: malformed offset key %q", k)
+			return LegacyOffset{}, fmt.Errorf("meta: malformed offset key %q", k)
 		}
 		parts[i], rest = rest[:j], rest[j+1:]
 	}
 	if len(rest) != 4 || len(v) != 8 {
-		return Offset{}, fmt.Errorf("meta: malformed offset entry %q", k)
+		return LegacyOffset{}, fmt.Errorf("meta: malformed offset entry %q", k)
 	}
-	return Offset{
+	return LegacyOffset{
 		Group:     string(parts[0]),
 		Topic:     string(parts[1]),
 		Partition: int32(binary.BigEndian.Uint32(rest)),
@@ -238,6 +230,16 @@ func (s *Store) get(key string) ([]byte, error) {
 	}
 	defer closer.Close()
 	return append([]byte(nil), v...), nil
+}
+
+// RaftGroups lists the groups that have a stored Raft state.
+func (s *Store) RaftGroups() ([]string, error) {
+	var out []string
+	err := s.scan(raftPrefix, func(k, _ []byte) error {
+		out = append(out, string(k[len(raftPrefix):]))
+		return nil
+	})
+	return out, err
 }
 
 const raftSnapPrefix = "raftsnap/"

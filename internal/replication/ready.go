@@ -2,6 +2,7 @@ package replication
 
 import (
 	"fmt"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -17,7 +18,7 @@ func (r *Replica) handleReadies() error {
 	for r.rn.HasReady() {
 		rd := r.rn.Ready()
 		if rd.SoftState != nil {
-			r.softState(rd.SoftState)
+			r.softState(rd.SoftState, rd.Entries)
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.store.SetHardState(rd.HardState)
@@ -32,8 +33,16 @@ func (r *Replica) handleReadies() error {
 		if err != nil {
 			return err
 		}
+		start := time.Now()
 		if err := r.store.Sync(); err != nil {
 			return err
+		}
+		if r.cfg.Synced != nil && len(rd.Entries) > 0 {
+			records := 0
+			for _, a := range apps {
+				records += int(a.Next - a.First)
+			}
+			r.cfg.Synced(time.Since(start), records)
 		}
 		r.persisted(apps)
 		if len(rd.Messages) > 0 {
@@ -73,6 +82,7 @@ func (r *Replica) installSnapshot(snap *pb.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	r.noteVoters()
 	for i, pe := range r.byIndex {
 		if i <= idx {
 			r.finish(pe, 0, fmt.Errorf("%w at index %d of %s (a snapshot replaced it)", ErrOverwritten, i, r.cfg.Group))
@@ -105,11 +115,21 @@ func (r *Replica) maybeCompact() error {
 // softState notes the leader; a replica that stops leading fails the
 // proposals raft may never hand back (not yet in any Ready): they were not
 // stored, the client sends them again.
-func (r *Replica) softState(ss *raft.SoftState) {
+func (r *Replica) softState(ss *raft.SoftState, ents []*pb.Entry) {
 	r.leader.Store(ss.Lead)
 	if ss.RaftState == raft.StateLeader {
+		// A new leader appends an empty entry of its term: the last one
+		// of this Ready.
+		if r.leadIndex.Load() == 0 {
+			idx, _ := r.store.LastIndex()
+			if len(ents) > 0 {
+				idx = max(idx, ents[len(ents)-1].GetIndex())
+			}
+			r.leadIndex.Store(idx)
+		}
 		return
 	}
+	r.leadIndex.Store(0)
 	for id, pe := range r.pending {
 		if pe.index == 0 {
 			r.finish(pe, 0, fmt.Errorf("%w of %s (leader: node %d)", ErrNotLeader, r.cfg.Group, ss.Lead))
@@ -173,6 +193,7 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 		return nil
 	}
 	var batches [][]byte
+	var acks []*proposal
 	for _, e := range ents {
 		switch e.GetType() {
 		case pb.EntryType_EntryConfChange:
@@ -181,6 +202,7 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
 			}
 			r.store.SetConfState(r.rn.ApplyConfChange(&cc), e.GetIndex())
+			r.noteVoters()
 			if r.cfg.OnConfChange != nil && cc.GetNodeId() != 0 {
 				r.cfg.OnConfChange(cc.GetNodeId(), cc.GetType() == pb.ConfChangeType_ConfChangeAddNode, cc.GetContext())
 			}
@@ -190,19 +212,29 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
 			}
 			r.store.SetConfState(r.rn.ApplyConfChange(&cc), e.GetIndex())
+			r.noteVoters()
 		default:
-			batches = r.applyNormal(e, batches)
+			batches, acks = r.applyNormal(e, batches, acks)
 		}
 	}
+	// The owner learns of the commit before the publishers hear of it: a
+	// publisher that reads right after its acknowledgement finds its
+	// records.
 	hw := r.store.OffsetAfter(ents[len(ents)-1].GetIndex())
 	if r.cfg.OnCommit != nil {
 		r.cfg.OnCommit(batches, hw)
 	}
 	r.applied.Store(ents[len(ents)-1].GetIndex())
+	for _, p := range acks {
+		p.done(p.first, nil)
+	}
 	return nil
 }
 
-func (r *Replica) applyNormal(e *pb.Entry, batches [][]byte) [][]byte {
+// applyNormal adds the batches of a committed entry to batches, and its
+// AckCommitted proposals (this replica's, when it proposed the entry) to
+// acks.
+func (r *Replica) applyNormal(e *pb.Entry, batches [][]byte, acks []*proposal) ([][]byte, []*proposal) {
 	idx := e.GetIndex()
 	p, body, ok := parseEntry(e)
 	if pe := r.byIndex[idx]; pe != nil {
@@ -215,7 +247,7 @@ func (r *Replica) applyNormal(e *pb.Entry, batches [][]byte) [][]byte {
 		if ok && (p == (Proposal{}) || p == (Proposal{r.cfg.NodeID, pe.id})) {
 			for _, pr := range pe.props {
 				if pr.ack == AckCommitted {
-					pr.done(pr.first, nil)
+					acks = append(acks, pr)
 				}
 			}
 		} else {
@@ -230,5 +262,5 @@ func (r *Replica) applyNormal(e *pb.Entry, batches [][]byte) [][]byte {
 		batches = append(batches, body[:h.Size()])
 		body = body[h.Size():]
 	}
-	return batches
+	return batches, acks
 }

@@ -1,12 +1,14 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hermes-mq/hermes/internal/dedup"
+	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -66,10 +69,17 @@ type Config struct {
 	ElectionTicks int           // default 10
 	HeartbeatTick int           // default 1
 	// MaxEntryBytes bounds the batches coalesced into one entry (default
-	// 4 MiB); MaxQueue bounds waiting proposals (default 4096).
+	// 4 MiB). MaxQueue and MaxQueueBytes bound the proposals waiting to
+	// go into an entry (defaults DefaultMaxQueue, DefaultMaxQueueBytes):
+	// at the bound Propose waits, at most ProposeWait, then fails with
+	// ErrBusy.
 	MaxEntryBytes int
 	MaxQueue      int
-	Logger        *slog.Logger
+	MaxQueueBytes int64
+	// ProposeWait bounds how long Propose waits for room in the queue
+	// (default DefaultProposeWait).
+	ProposeWait time.Duration
+	Logger      *slog.Logger
 	// OnCommit is called, from the replica's goroutine, with the entries'
 	// batches as they commit, in order, and the new high watermark: the
 	// offset after every committed record. The batches must not be
@@ -91,7 +101,27 @@ type Config struct {
 	// the group's voters is applied, with the node and the change's
 	// context (ChangeVoter's: the node's address).
 	OnConfChange func(node uint64, added bool, context []byte)
+
+	// OnFail is called once, on the replica's goroutine, when a write or
+	// fsync of the group's storage failed: the group has stopped taking
+	// part in Raft (its storage's state past the last fsync is unknown;
+	// a restart recovers it), and every pending proposal failed.
+	OnFail func(err error)
+
+	// Synced, when set, is called on the replica's goroutine after each
+	// fsync of the group's storage, with how long it took and the records
+	// it made durable; Duplicate when a proposal was answered as a retry
+	// of a batch already in the log. For metrics.
+	Synced    func(d time.Duration, records int)
+	Duplicate func()
 }
+
+// Queue bounds and the wait at them (Config).
+const (
+	DefaultMaxQueue      = 4096
+	DefaultMaxQueueBytes = 64 << 20
+	DefaultProposeWait   = 10 * time.Second
+)
 
 func (c *Config) defaults() {
 	if c.TickInterval == 0 {
@@ -107,15 +137,18 @@ func (c *Config) defaults() {
 		c.MaxEntryBytes = 4 << 20
 	}
 	if c.MaxQueue == 0 {
-		c.MaxQueue = 4096
+		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.MaxQueueBytes == 0 {
+		c.MaxQueueBytes = DefaultMaxQueueBytes
+	}
+	if c.ProposeWait == 0 {
+		c.ProposeWait = DefaultProposeWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
-
-// proposeWait bounds how long Propose blocks on a full queue.
-const proposeWait = 10 * time.Second
 
 // noLeaderWait bounds how long proposals wait for an election.
 const noLeaderWait = 3 * time.Second
@@ -154,12 +187,29 @@ type Replica struct {
 	tr    Transport
 
 	propc chan *proposal
+	// queued is the bytes of the proposals in propc (or about to enter
+	// it); bounded by Config.MaxQueueBytes. Proposers waiting for room
+	// wait on room, which is closed (and replaced) when bytes leave.
+	queued      atomic.Int64
+	roomMu      sync.Mutex
+	room        chan struct{} // guarded by roomMu
+	roomWaiters int           // guarded by roomMu
+	// ownsLog: Stop closes the data log (the replica was opened by Open).
+	ownsLog bool
+	// boot: this replica bootstrapped its group when it started.
+	boot bool
+	// alone: this replica is its group's only voter (as applied here).
+	alone atomic.Bool
 	recvc chan *pb.Message
 	// calls runs functions on the loop goroutine (RawNode is not safe for
 	// concurrent use).
 	calls chan func()
 	stopc chan struct{}
 	done  chan struct{}
+	// failedc is closed when the group's storage failed (see
+	// Config.OnFail); failErr says how. Written before the close.
+	failedc chan struct{}
+	failErr error
 
 	// Owned by the loop goroutine.
 	nextID  uint64
@@ -170,6 +220,9 @@ type Replica struct {
 	held []*proposal
 
 	leader atomic.Uint64 // last known leader, for other goroutines
+	// leadIndex is the index of the first entry of this replica's term
+	// while it leads (0 otherwise).
+	leadIndex atomic.Uint64
 	// applied is the index of the last entry applied (handed to OnCommit).
 	applied atomic.Uint64
 	// reads are the ReadIndex requests waiting for their index, by request
@@ -193,6 +246,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 	}
 	hs, _, _ := store.InitialState()
 	rc.Applied = store.Applied()
+	boot := false
 	rn, err := raft.NewRawNode(rc)
 	if err != nil {
 		return nil, err
@@ -205,6 +259,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 		if err := rn.Bootstrap(peers); err != nil {
 			return nil, err
 		}
+		boot = true
 	}
 	r := &Replica{
 		cfg: cfg, store: store, rn: rn, tr: tr,
@@ -212,8 +267,21 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 		stopc: make(chan struct{}), done: make(chan struct{}),
 		pending: make(map[uint64]*pendingEntry), byIndex: make(map[uint64]*pendingEntry),
 		reads: make(map[string]chan uint64), inflight: make(map[dedup.Key]struct{}),
+		room: make(chan struct{}), failedc: make(chan struct{}), boot: boot,
 	}
 	r.applied.Store(rc.Applied)
+	r.noteVoters()
+	// A bootstrap's configuration is stored first; a group of one then
+	// elects itself and applies what it had committed before a restart,
+	// so it serves its log as soon as NewReplica returns.
+	if err := r.handleReadies(); err != nil {
+		return nil, err
+	}
+	if r.campaignAlone() {
+		if err := r.handleReadies(); err != nil {
+			return nil, err
+		}
+	}
 	go r.run()
 	return r, nil
 }
@@ -222,11 +290,20 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 // from now on) to be appended; done is called once with the offset of the
 // first record or an error (ErrNotLeader, ErrOverwritten, ErrStopped,
 // ErrBusy: all retriable), from the replica's goroutine except for ErrBusy
-// and ErrStopped. Proposals keep their order. When the queue is full,
-// Propose blocks (at most proposeWait): that is the backpressure a
-// publisher's stream feels; rejecting instead would let a retried batch
-// land behind later ones. REQUIRES: not called from a replica's goroutine.
+// and ErrStopped. Proposals keep their order. When the queue is full (by
+// count or bytes, Config.MaxQueue and MaxQueueBytes), Propose blocks, at
+// most Config.ProposeWait, then fails with ErrBusy: that wait is the
+// backpressure a publisher's stream feels; rejecting at once instead
+// would let a retried batch land behind later ones.
+//
+// REQUIRES: not called from a replica's goroutine.
 func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64, err error)) {
+	if ack == AckPersisted && r.alone.Load() {
+		// A group of one commits what it persisted at once: answering at
+		// the commit costs nothing and makes the records readable by the
+		// time the publisher hears back, as on a single node it expects.
+		ack = AckCommitted
+	}
 	p := &proposal{batches: batches, ack: ack, done: done}
 	for _, b := range batches {
 		h, _ := record.ParseHeader(b)
@@ -236,25 +313,106 @@ func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64,
 			p.key, p.keyed = dedup.KeyOfHeader(h, b)
 		}
 	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	expired := func() <-chan time.Time {
+		if timer == nil {
+			timer = time.NewTimer(r.cfg.ProposeWait)
+		}
+		return timer.C
+	}
+	if err := r.reserve(int64(p.size), expired); err != nil {
+		done(0, err)
+		return
+	}
 	select {
 	case r.propc <- p:
 		return
 	case <-r.stopc:
+		r.unreserve(int64(p.size))
 		done(0, ErrStopped)
+		return
+	case <-r.failedc:
+		r.unreserve(int64(p.size))
+		done(0, r.failErr)
 		return
 	default:
 	}
 	// Full: wait (this blocks the caller, which is how a publisher's stream
-	// stops being read), at most proposeWait, then give up retriably.
-	t := time.NewTimer(proposeWait)
-	defer t.Stop()
+	// stops being read), then give up retriably.
 	select {
 	case r.propc <- p:
 	case <-r.stopc:
+		r.unreserve(int64(p.size))
 		done(0, ErrStopped)
-	case <-t.C:
+	case <-r.failedc:
+		r.unreserve(int64(p.size))
+		done(0, r.failErr)
+	case <-expired():
+		r.unreserve(int64(p.size))
 		done(0, fmt.Errorf("%w: %d proposals queued in %s", ErrBusy, cap(r.propc), r.cfg.Group))
 	}
+}
+
+// reserve counts n bytes against MaxQueueBytes, waiting for room until
+// expired fires. A proposal always fits an empty queue, however large.
+func (r *Replica) reserve(n int64, expired func() <-chan time.Time) error {
+	for {
+		q := r.queued.Load()
+		if q == 0 || q+n <= r.cfg.MaxQueueBytes {
+			if r.queued.CompareAndSwap(q, q+n) {
+				return nil
+			}
+			continue
+		}
+		r.roomMu.Lock()
+		r.roomWaiters++
+		room := r.room
+		r.roomMu.Unlock()
+		if r.queued.Load() != q { // it moved meanwhile: look again
+			r.leaveRoom()
+			continue
+		}
+		select {
+		case <-room:
+			r.leaveRoom()
+		case <-r.stopc:
+			r.leaveRoom()
+			return ErrStopped
+		case <-expired():
+			r.leaveRoom()
+			return fmt.Errorf("%w: %d bytes queued in %s (limit %d)", ErrBusy, q, r.cfg.Group, r.cfg.MaxQueueBytes)
+		}
+	}
+}
+
+func (r *Replica) leaveRoom() {
+	r.roomMu.Lock()
+	r.roomWaiters--
+	r.roomMu.Unlock()
+}
+
+// unreserve gives back n queued bytes and wakes the proposers waiting for
+// room.
+func (r *Replica) unreserve(n int64) {
+	r.queued.Add(-n)
+	r.roomMu.Lock()
+	if r.roomWaiters > 0 {
+		close(r.room)
+		r.room = make(chan struct{})
+	}
+	r.roomMu.Unlock()
+}
+
+// take is how the loop receives a queued proposal: its bytes leave the
+// queue.
+func (r *Replica) take(p *proposal) *proposal {
+	r.unreserve(int64(p.size))
+	return p
 }
 
 // Step hands a message from a peer to the group. It drops the message when
@@ -264,6 +422,18 @@ func (r *Replica) Step(m *pb.Message) {
 	case r.recvc <- m:
 	default:
 	}
+}
+
+// Bootstrapped reports whether this replica created its group (a new
+// group: nothing was stored yet, and Config.Peers were its voters).
+func (r *Replica) Bootstrapped() bool { return r.boot }
+
+// Leading reports whether this replica leads its group and knows what is
+// committed: the first entry of its term is applied, so every entry a
+// previous leader committed is too.
+func (r *Replica) Leading() bool {
+	idx := r.leadIndex.Load()
+	return r.leader.Load() == r.cfg.NodeID && idx > 0 && r.applied.Load() >= idx
 }
 
 // Leader returns the node id of the group's leader as last seen (0: none).
@@ -286,6 +456,26 @@ func (r *Replica) Campaign() {
 	_ = r.call(context.Background(), f)
 }
 
+// campaignAlone makes a replica that is its group's only voter its leader
+// at once (a cluster of one needs no election timeout), and reports
+// whether it campaigned. Before the loop starts, or on its goroutine.
+func (r *Replica) campaignAlone() bool {
+	if !r.alone.Load() {
+		return false
+	}
+	if r.rn.BasicStatus().Lead != raft.None {
+		return false
+	}
+	return r.rn.Campaign() == nil
+}
+
+// noteVoters records whether this replica is its group's only voter.
+func (r *Replica) noteVoters() {
+	_, cs, _ := r.store.InitialState()
+	v := cs.GetVoters()
+	r.alone.Store(len(v) == 1 && v[0] == r.cfg.NodeID && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0)
+}
+
 // call hands f to the replica's goroutine, which runs it between Readies.
 // ErrStopped when the replica stopped, ctx.Err() when ctx ended first; f
 // does not run then.
@@ -295,6 +485,8 @@ func (r *Replica) call(ctx context.Context, f func()) error {
 		return nil
 	case <-r.stopc:
 		return ErrStopped
+	case <-r.failedc:
+		return r.failErr
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -479,9 +671,15 @@ func (r *Replica) Voters() []uint64 {
 }
 
 // Stop stops the loop and fails what is pending with ErrStopped.
+// A replica opened with Open closes its data log.
 func (r *Replica) Stop() {
 	close(r.stopc)
 	<-r.done
+	if r.ownsLog {
+		if err := r.store.log.Close(); err != nil && !errors.Is(err, partlog.ErrClosed) {
+			r.cfg.Logger.Warn("closing the data log", "group", r.cfg.Group, "err", err)
+		}
+	}
 }
 
 func (r *Replica) run() {
@@ -516,16 +714,35 @@ func (r *Replica) run() {
 			r.rn.Step(m)
 			r.drainInbox()
 		case p := <-propc:
-			r.propose(p)
+			r.propose(r.take(p))
 		case f := <-r.calls:
 			f()
 		}
 		r.retryHeld()
 		if err := r.handleReadies(); err != nil {
-			r.cfg.Logger.Error("replica storage failed; stopping the group", "group", r.cfg.Group, "err", err)
-			r.failAll(ErrStopped)
-			<-r.stopc
+			r.fail(err)
 			return
+		}
+	}
+}
+
+// fail stops the group after a storage failure: proposals, waiting and
+// new, fail; the loop waits for Stop.
+func (r *Replica) fail(err error) {
+	r.cfg.Logger.Error("replica storage failed; the group stops until restart", "group", r.cfg.Group, "err", err)
+	r.failErr = fmt.Errorf("%w: %s storage failed: %v", ErrStopped, r.cfg.Group, err)
+	close(r.failedc)
+	r.failAll(r.failErr)
+	if r.cfg.OnFail != nil {
+		r.cfg.OnFail(err)
+	}
+	for {
+		select {
+		case <-r.stopc:
+			r.failAll(ErrStopped)
+			return
+		case p := <-r.propc:
+			r.take(p).done(0, r.failErr)
 		}
 	}
 }
@@ -553,6 +770,7 @@ func (r *Replica) propose(first *proposal) {
 	for size < r.cfg.MaxEntryBytes {
 		select {
 		case p := <-r.propc:
+			r.take(p)
 			if !r.duplicate(p) {
 				props = append(props, p)
 				size += p.size
@@ -583,6 +801,9 @@ func (r *Replica) duplicate(p *proposal) bool {
 	if !ok {
 		return false
 	}
+	if r.cfg.Duplicate != nil {
+		r.cfg.Duplicate()
+	}
 	if p.ack == AckPersisted || base+int64(p.records) <= r.store.OffsetAfter(r.rn.BasicStatus().HardState.GetCommit()) {
 		p.done(base, nil)
 	} else {
@@ -601,13 +822,14 @@ func (r *Replica) proposeAll(props []*proposal, size int) {
 	}
 	r.nextID++
 	pe := &pendingEntry{id: r.nextID, props: props}
-	data := make([]byte, 0, envelopeSize+size)
-	data = EncodeEntry(data, Proposal{Node: r.cfg.NodeID, ID: pe.id})
+	// bytes.Join allocates the entry without zeroing it first: every byte
+	// is copied in (one pass over the records instead of two).
+	parts := make([][]byte, 1, 1+len(props))
+	parts[0] = EncodeEntry(make([]byte, 0, envelopeSize), Proposal{Node: r.cfg.NodeID, ID: pe.id})
 	for _, p := range props {
-		for _, b := range p.batches {
-			data = append(data, b...)
-		}
+		parts = append(parts, p.batches...)
 	}
+	data := bytes.Join(parts, nil)
 	if err := r.rn.Propose(data); err != nil {
 		if errors.Is(err, raft.ErrProposalDropped) && r.rn.BasicStatus().RaftState == raft.StateLeader {
 			// Too much is uncommitted (followers behind): hold these, in
@@ -659,7 +881,7 @@ func (r *Replica) failAll(err error) {
 	for {
 		select {
 		case p := <-r.propc:
-			p.done(0, err)
+			r.take(p).done(0, err)
 		default:
 			return
 		}

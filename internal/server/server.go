@@ -83,14 +83,13 @@ func Start(cfg Config) (*Server, error) {
 		s.grpcLis.Close()
 		return nil, fmt.Errorf("listen HTTP on %s: %w", cfg.HTTPAddr, err)
 	}
-	if c := cfg.Broker.Cluster; c != nil { // advertise what clients can reach
-		c.GRPCAddr, c.HTTPAddr = s.grpcLis.Addr().String(), s.httpLis.Addr().String()
-		if cfg.AdvertiseGRPCAddr != "" {
-			c.GRPCAddr = cfg.AdvertiseGRPCAddr
-		}
-		if cfg.AdvertiseHTTPAddr != "" {
-			c.HTTPAddr = cfg.AdvertiseHTTPAddr
-		}
+	c := &cfg.Broker.Cluster // advertise what clients can reach
+	c.GRPCAddr, c.HTTPAddr = s.grpcLis.Addr().String(), s.httpLis.Addr().String()
+	if cfg.AdvertiseGRPCAddr != "" {
+		c.GRPCAddr = cfg.AdvertiseGRPCAddr
+	}
+	if cfg.AdvertiseHTTPAddr != "" {
+		c.HTTPAddr = cfg.AdvertiseHTTPAddr
 	}
 	b, err := broker.Open(cfg.Broker)
 	if err != nil {
@@ -147,6 +146,9 @@ func (s *Server) httpHandler(reg *prometheus.Registry) http.Handler {
 // GRPCAddr and HTTPAddr are the bound addresses (useful with port 0).
 func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// RaftAddr is the address other nodes reach this node at.
+func (s *Server) RaftAddr() string { return s.broker.RaftAddr() }
 
 // Broker returns the node's broker.
 func (s *Server) Broker() *broker.Broker { return s.broker }

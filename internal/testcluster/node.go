@@ -69,7 +69,7 @@ type Node struct {
 	DataDir  string
 	GRPCAddr string
 	HTTPAddr string
-	RaftAddr string   // on a cluster
+	RaftAddr string   // where other nodes reach it
 	Args     []string // extra serve flags
 	logPath  string
 
@@ -84,6 +84,22 @@ type Node struct {
 func StartNode(t testing.TB, args ...string) *Node {
 	t.Helper()
 	n := newNode(t, args...)
+	n.RaftAddr = FreeAddr(t)
+	n.Args = append([]string{"--raft-addr", n.RaftAddr}, n.Args...)
+	n.Start()
+	return n
+}
+
+// StartNodeFrom is StartNode with a copy of the data directory src (a
+// directory an earlier version wrote, say) as the node's.
+func StartNodeFrom(t testing.TB, src string, args ...string) *Node {
+	t.Helper()
+	n := newNode(t, args...)
+	if err := os.CopyFS(n.DataDir, os.DirFS(src)); err != nil {
+		t.Fatalf("copy %s: %v", src, err)
+	}
+	n.RaftAddr = FreeAddr(t)
+	n.Args = append([]string{"--raft-addr", n.RaftAddr}, n.Args...)
 	n.Start()
 	return n
 }

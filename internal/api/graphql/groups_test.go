@@ -34,7 +34,7 @@ const groupFields = `id memberCount topics generation
 	partitions { topic partition committed highWatermark lag owner pendingAcks }`
 
 func TestGroupsCommitAndCluster(t *testing.T) {
-	e := newEnv(t, broker.Config{NodeID: "n1"})
+	e := newEnv(t, broker.Config{Cluster: broker.ClusterConfig{NodeID: 7}})
 	e.createTopic("orders", 2)
 	e.do(`mutation { publishBatch(topic: "orders", partition: 0, records: [{}, {}, {}]) { offset } }`, nil, nil)
 
@@ -80,7 +80,7 @@ func TestGroupsCommitAndCluster(t *testing.T) {
 		}
 	}
 	e.do(`{ cluster { nodeId nodes { id ready } } }`, nil, &cluster)
-	if c := cluster.Cluster; c.NodeID != "n1" || len(c.Nodes) != 1 || c.Nodes[0].ID != "n1" || !c.Nodes[0].Ready {
+	if c := cluster.Cluster; c.NodeID != "7" || len(c.Nodes) != 1 || c.Nodes[0].ID != "7" || !c.Nodes[0].Ready {
 		t.Fatalf("cluster %+v", c)
 	}
 

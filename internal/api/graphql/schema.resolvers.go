@@ -7,10 +7,11 @@ package graphql
 
 import (
 	"context"
+	"strconv"
 )
 
 func (r *queryResolver) Cluster(ctx context.Context) (*Cluster, error) {
-	id := r.b.NodeID()
+	id := strconv.FormatUint(r.b.NodeID(), 10)
 	return &Cluster{NodeID: id, Nodes: []*ClusterNode{{ID: id, Ready: r.b.Ready()}}}, nil
 }
 

@@ -6,6 +6,7 @@ package grpcapi
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -262,7 +263,7 @@ func (s *Service) Health(ctx context.Context, req *pb.HealthRequest) (*pb.Health
 	if !s.b.Ready() {
 		st = "NOT_SERVING"
 	}
-	return &pb.HealthResponse{Status: st, NodeId: s.b.NodeID(), Version: s.version}, nil
+	return &pb.HealthResponse{Status: st, NodeId: strconv.FormatUint(s.b.NodeID(), 10), Version: s.version}, nil
 }
 
 func (s *Service) AddNode(ctx context.Context, req *pb.AddNodeRequest) (*pb.AddNodeResponse, error) {

@@ -3,6 +3,7 @@ package rest
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 )
 
 type clusterJSON struct {
@@ -24,8 +25,8 @@ type nodeJSON struct {
 // header), and its gRPC address is not known to the HTTP adapters.
 func (a *API) cluster(w http.ResponseWriter, r *http.Request, _ url.Values) error {
 	writeJSON(w, http.StatusOK, clusterJSON{
-		NodeID: a.b.NodeID(),
-		Nodes:  []nodeJSON{{ID: a.b.NodeID(), HTTP: r.Host, Ready: a.b.Ready()}},
+		NodeID: strconv.FormatUint(a.b.NodeID(), 10),
+		Nodes:  []nodeJSON{{ID: strconv.FormatUint(a.b.NodeID(), 10), HTTP: r.Host, Ready: a.b.Ready()}},
 	})
 	return nil
 }

@@ -662,7 +662,13 @@ type CreateTopic struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Validated and with defaults filled in by the proposer.
-	Config        *TopicConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	Config *TopicConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// The topic gets an id: the index of this command in the metadata log,
+	// the same on every node. A topic deleted and created again under the
+	// same name is another topic, with other files and other Raft groups.
+	// Set by every proposer; creations logged before topics had ids lack
+	// it, and their topics keep id 0.
+	AssignId      bool `protobuf:"varint,3,opt,name=assign_id,json=assignId,proto3" json:"assign_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -709,6 +715,13 @@ func (x *CreateTopic) GetConfig() *TopicConfig {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *CreateTopic) GetAssignId() bool {
+	if x != nil {
+		return x.AssignId
+	}
+	return false
 }
 
 type DeleteTopic struct {
@@ -1035,10 +1048,12 @@ func (x *Snapshot) GetGroups() []*CommitOffsets {
 }
 
 type TopicState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Config        *TopicConfig           `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
-	Partitions    []*PartitionState      `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Config     *TopicConfig           `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	Partitions []*PartitionState      `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// See CreateTopic.assign_id.
+	Id            uint64 `protobuf:"varint,4,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1092,6 +1107,13 @@ func (x *TopicState) GetPartitions() []*PartitionState {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *TopicState) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
 }
 
 type PartitionState struct {
@@ -1195,10 +1217,11 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x11max_message_bytes\x18\x04 \x01(\x05R\x0fmaxMessageBytes\x12!\n" +
 	"\fdefault_mode\x18\x05 \x01(\x05R\vdefaultMode\x12#\n" +
 	"\rsegment_bytes\x18\x06 \x01(\x03R\fsegmentBytes\x12-\n" +
-	"\x12replication_factor\x18\a \x01(\x05R\x11replicationFactor\"b\n" +
+	"\x12replication_factor\x18\a \x01(\x05R\x11replicationFactor\"\x7f\n" +
 	"\vCreateTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
-	"\x06config\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\"!\n" +
+	"\x06config\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\x12\x1b\n" +
+	"\tassign_id\x18\x03 \x01(\bR\bassignId\"!\n" +
 	"\vDeleteTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"u\n" +
 	"\fRegisterNode\x12\x0e\n" +
@@ -1217,14 +1240,15 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\bSnapshot\x12>\n" +
 	"\x05nodes\x18\x01 \x03(\v2(.hermes.internal.cluster.v1.RegisterNodeR\x05nodes\x12>\n" +
 	"\x06topics\x18\x02 \x03(\v2&.hermes.internal.cluster.v1.TopicStateR\x06topics\x12A\n" +
-	"\x06groups\x18\x03 \x03(\v2).hermes.internal.cluster.v1.CommitOffsetsR\x06groups\"\xad\x01\n" +
+	"\x06groups\x18\x03 \x03(\v2).hermes.internal.cluster.v1.CommitOffsetsR\x06groups\"\xbd\x01\n" +
 	"\n" +
 	"TopicState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
 	"\x06config\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\x12J\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2*.hermes.internal.cluster.v1.PartitionStateR\n" +
-	"partitions\"D\n" +
+	"partitions\x12\x0e\n" +
+	"\x02id\x18\x04 \x01(\x04R\x02id\"D\n" +
 	"\x0ePartitionState\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x16\n" +
 	"\x06target\x18\x02 \x03(\x04R\x06targetB8Z6github.com/hermes-mq/hermes/internal/cluster/clusterpbb\x06proto3"
