@@ -66,7 +66,7 @@ proto:
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
 		proto/hermes/v1/hermes.proto internal/replication/transportpb/transport.proto \
-		internal/cluster/clusterpb/cluster.proto
+		internal/cluster/clusterpb/cluster.proto internal/broker/nodepb/node.proto
 
 clean:
 	rm -rf bin

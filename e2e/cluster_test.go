@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/testcluster"
 	"github.com/hermes-mq/hermes/pkg/client"
 	"github.com/hermes-mq/hermes/pkg/record"
@@ -26,9 +24,14 @@ func clusterClients(t *testing.T, nodes []*testcluster.Node) []pb.HermesClient {
 	cs := make([]pb.HermesClient, len(nodes))
 	for i, n := range nodes {
 		cs[i], _ = dial(t, n)
+		clientAddrs.Store(cs[i], n.GRPCAddr)
 	}
 	return cs
 }
+
+// clientAddrs maps the clients clusterClients made to their node's gRPC
+// address.
+var clientAddrs sync.Map
 
 // retryUnavailable calls f until it stops failing with Unavailable (the
 // cluster electing, nodes registering), up to d.
@@ -44,10 +47,10 @@ func retryUnavailable(t *testing.T, d time.Duration, f func() error) error {
 	}
 }
 
-// publishToLeader publishes one packed batch of ids to partition 0 on
-// whichever live node leads it, and returns that node's index and the
-// base offset. The calls are marked as already forwarded, so a node that
-// does not lead refuses them instead of relaying: that finds the leader.
+// publishToLeader publishes one packed batch of ids to partition 0 through
+// a live node, and returns the index of the node that stored it (the
+// partition's leader: the answer names it when the node relayed the
+// publish) and the base offset.
 func publishToLeader(t *testing.T, cs []pb.HermesClient, live []bool, topic string, ids []record.MessageID) (int, int64) {
 	t.Helper()
 	return publishToLeaderSized(t, cs, live, topic, ids, 64)
@@ -63,11 +66,18 @@ func publishToLeaderSized(t *testing.T, cs []pb.HermesClient, live []bool, topic
 			if !live[i] {
 				continue
 			}
-			ctx := metadata.AppendToOutgoingContext(ctxT(t, 5*time.Second), broker.ForwardedHeader, "1")
-			resp, err := c.Publish(ctx, &pb.PublishRequest{Topic: topic, Partition: &p0,
+			resp, err := c.Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: topic, Partition: &p0,
 				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, size)})
 			if err == nil {
-				return i, resp.BaseOffset
+				if resp.LeaderAddress == "" {
+					return i, resp.BaseOffset
+				}
+				for j, cj := range cs {
+					if addr, _ := clientAddrs.Load(cj); addr == resp.LeaderAddress {
+						return j, resp.BaseOffset
+					}
+				}
+				t.Fatalf("the publish was stored by %s, not a node of the test", resp.LeaderAddress)
 			}
 			// NotFound: that node has not applied the topic's creation yet
 			// (metadata reaches each node through its own Raft log).
@@ -237,12 +247,12 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	}
 }
 
-// publishDirect publishes one batch to partition 0 on node c without
-// relaying, in the given mode; it returns the base offset or the error.
+// publishDirect publishes one batch to partition 0 through node c (the
+// leader, or the node relays it there), in the given mode; it returns the
+// base offset or the error.
 func publishDirect(t *testing.T, c pb.HermesClient, topic string, mode pb.DeliveryMode, ids []record.MessageID) (int64, error) {
 	p0 := int32(0)
-	ctx := metadata.AppendToOutgoingContext(ctxT(t, 5*time.Second), broker.ForwardedHeader, "1")
-	resp, err := c.Publish(ctx, &pb.PublishRequest{Topic: topic, Partition: &p0, Mode: mode, Batch: packed(ids, 64)})
+	resp, err := c.Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: topic, Partition: &p0, Mode: mode, Batch: packed(ids, 64)})
 	if err != nil {
 		return 0, err
 	}

@@ -41,7 +41,7 @@ type Broker struct {
 	groups *groupManager
 
 	subsMu sync.Mutex
-	subs   map[*Subscription]struct{} // open subscriptions, bounded by MaxSubscriptions
+	subs   map[session]struct{} // open subscriptions, bounded by MaxSubscriptions
 
 	// cl is this node's part of the cluster (of one, on a single node).
 	cl *clusterNode
@@ -50,7 +50,7 @@ type Broker struct {
 	// the metadata group replays its log at start. Both guarded by metaMu.
 	metaMu    sync.Mutex
 	replaying bool
-	fw        forwarder // relays calls to the nodes that can serve them
+	relays    relays // publishes relayed to partition leaders
 
 	// diskBytes is the size of all partition logs, refreshed every second
 	// for the disk quota check (a stale value overshoots by at most a
@@ -86,7 +86,7 @@ func Open(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), meta: ms,
 		topics: make(map[string]*topic), stop: make(chan struct{}),
-		subs: make(map[*Subscription]struct{}),
+		subs: make(map[session]struct{}),
 	}
 	b.groups = newGroupManager(b)
 	if err := b.open(); err != nil {
@@ -170,7 +170,7 @@ func (b *Broker) Close() error {
 	err := b.closeTopics()
 	b.cl.srv.Stop()
 	b.cl.tr.Close()
-	b.fw.close()
+	b.relays.close()
 	if e := b.meta.Close(); err == nil {
 		err = e
 	}
@@ -401,31 +401,35 @@ func (b *Broker) diskUsage() int64 {
 // never end by themselves.
 func (b *Broker) EndSubscriptions() {
 	b.subsMu.Lock()
-	subs := make([]*Subscription, 0, len(b.subs))
+	subs := make([]session, 0, len(b.subs))
 	for s := range b.subs {
 		subs = append(subs, s)
 	}
 	b.subsMu.Unlock()
 	for _, s := range subs {
-		s.mu.Lock()
-		s.end(errorf(ErrUnavailable, "broker is shutting down"))
-		s.mu.Unlock()
+		s.terminate(errorf(ErrUnavailable, "broker is shutting down"))
 	}
 }
 
+// session is an open subscription, local or relayed.
+type session interface {
+	// terminate ends it from outside, with err as the reason.
+	terminate(err error)
+}
+
 // register counts a new subscription against MaxSubscriptions.
-func (b *Broker) register(s *Subscription) error {
+func (b *Broker) register(s session) error {
 	b.subsMu.Lock()
 	defer b.subsMu.Unlock()
 	if len(b.subs) >= b.cfg.MaxSubscriptions {
-		return exhausted(time.Second, "%d subscriptions are open (limit %d)", len(b.subs), b.cfg.MaxSubscriptions)
+		return exhausted(subscriptionsRetry, "%d subscriptions are open (limit %d)", len(b.subs), b.cfg.MaxSubscriptions)
 	}
 	b.subs[s] = struct{}{}
 	b.m.subscriptions.Set(float64(len(b.subs)))
 	return nil
 }
 
-func (b *Broker) unregister(s *Subscription) {
+func (b *Broker) unregister(s session) {
 	b.subsMu.Lock()
 	defer b.subsMu.Unlock()
 	delete(b.subs, s)

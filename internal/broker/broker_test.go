@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,7 +182,7 @@ func TestPerformanceModeStaysInMemory(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d, err := sub.Poll(ctx, 100, 1<<20)
+	d, err := pollN(ctx, sub, 100)
 	if err != nil || len(d.Records) != 5 || d.Records[0].Mode != ModePerformance {
 		t.Fatalf("poll = %+v, %v", d, err)
 	}
@@ -191,11 +192,35 @@ func TestPerformanceModeStaysInMemory(t *testing.T) {
 	}
 }
 
-func poll(t *testing.T, s *Subscription, max int) *Delivery {
+// testCredit is the credit the tests gave each subscription and it has not
+// spent: pollN tops it up to what a poll may take.
+var testCredit = struct {
+	sync.Mutex
+	m map[Subscription]int
+}{m: make(map[Subscription]int)}
+
+// pollN returns the next delivery of s holding at most max records.
+func pollN(ctx context.Context, s Subscription, max int) (*Delivery, error) {
+	testCredit.Lock()
+	if have := testCredit.m[s]; have < max {
+		s.Grant(max-have, 0)
+		testCredit.m[s] = max
+	}
+	testCredit.Unlock()
+	d, err := s.Next(ctx)
+	if err == nil && d.Assignment == nil {
+		testCredit.Lock()
+		testCredit.m[s] -= d.Count()
+		testCredit.Unlock()
+	}
+	return d, err
+}
+
+func poll(t *testing.T, s Subscription, max int) *Delivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d, err := s.Poll(ctx, max, 1<<20)
+	d, err := pollN(ctx, s, max)
 	if err != nil {
 		t.Fatalf("poll: %v", err)
 	}
@@ -297,7 +322,7 @@ func TestPerMessageAckRedeliveryAndDeadLetter(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		s.Poll(ctx, 10, 1<<20)
+		pollN(ctx, s, 10)
 		cancel()
 		if ti, err := b.Topic("tasks.dlq"); err == nil && ti.Partitions[0].EndOffset == 1 {
 			break

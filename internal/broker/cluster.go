@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/hermes-mq/hermes/internal/broker/nodepb"
 	"github.com/hermes-mq/hermes/internal/cluster"
 	cpb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
 	"github.com/hermes-mq/hermes/internal/replication"
@@ -115,8 +116,9 @@ func (b *Broker) startCluster() error {
 		}
 	}
 	slices.Sort(voters)
-	cn.srv = grpc.NewServer(append(replication.TransportServerOptions(), grpc.MaxRecvMsgSize(64<<20))...)
+	cn.srv = grpc.NewServer(replication.TransportServerOptions()...)
 	cn.tr.Register(cn.srv)
+	nodepb.RegisterNodeServer(cn.srv, &nodeService{b: b})
 	go cn.srv.Serve(lis)
 	b.cl = cn
 	if c.Join {
@@ -367,6 +369,7 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 				continue
 			}
 			parts[i] = p
+			cur.close() // the placeholder's mirror
 			b.log.Info("partition replica moving here", "topic", t.name, "partition", i, "target", ct.Target(i))
 		case !want && cur.rep != nil && ct.Target(i) != nil && slices.Contains(cur.rep.Voters(), self):
 			// Still a voter of a group whose move goes on without this
@@ -378,6 +381,7 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 			gone = append(gone, cur)
 		case !want:
 			parts[i] = remotePartition(b, t, int32(i), ct.Replicas[i]) // where it is now
+			cur.close()                                                // its mirror
 		}
 	}
 	t.setPartitions(parts)

@@ -2,390 +2,52 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
+	"io"
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/hermes-mq/hermes/internal/broker/nodepb"
 	"github.com/hermes-mq/hermes/pkg/record"
-	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
-// On a cluster, every consumer group has one coordinator: the node that
-// leads the metadata group. It runs the group's membership and
-// assignment, delivers to the members, and commits their offsets through
-// the metadata group, which replicates them to every node. A member that
-// subscribes on another node is relayed to the coordinator over the
-// public Subscribe stream (marked ForwardedHeader): the node answers it as
-// if it were the coordinator. When the coordinator dies, the relayed
-// streams end with a retriable error; the members subscribe again and
-// reach the new coordinator, which starts from the replicated offsets.
+// Every consumer group has one coordinator: the node that leads the
+// metadata group. It runs the group's membership and assignment, delivers
+// to the members, and commits their offsets through the metadata group,
+// which replicates them to every node. A member that subscribes on
+// another node is relayed to the coordinator over the node-to-node
+// service (nodepb.Node.Subscribe): the stream is the member's session
+// there, with the same credit, byte limits and packing as a local one.
+// When the coordinator dies, the relayed sessions end with a retriable
+// error naming the new one; the members subscribe again and reach it, and
+// it starts from the replicated offsets.
 
 // coordinator says where groups are coordinated: here (local), or at
-// addr. Without a known metadata leader (an election) it fails with a
+// node. Without a known metadata leader (an election) it fails with a
 // retriable ErrUnavailable.
-func (b *Broker) coordinator() (local bool, addr string, err error) {
-	if b.cl == nil {
-		return true, "", nil
-	}
+func (b *Broker) coordinator() (local bool, node uint64, err error) {
 	leader := b.cl.meta.Leader()
 	switch {
-	case leader == b.cl.cfg.NodeID:
-		return true, "", nil
+	case leader == b.cfg.Cluster.NodeID:
+		return true, leader, nil
 	case leader == 0:
-		return false, "", &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond,
+		return false, 0, &kindError{kind: ErrUnavailable, retryAfter: metadataRetry,
 			msg: "no group coordinator: the cluster's metadata group is electing a leader"}
 	}
-	addr = b.leaderAddr(leader)
-	if addr == "" {
-		return false, "", &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond,
-			msg: fmt.Sprintf("the group coordinator, node %d, has not registered its address yet", leader)}
-	}
-	return false, addr, nil
+	return false, leader, nil
 }
 
-// notCoordinator is the error of a forwarded group request that reached a
-// node that no longer coordinates groups.
+// notCoordinator is the error of a group request relayed to a node that
+// does not coordinate groups (any more).
 func (b *Broker) notCoordinator() error {
 	leader := b.cl.meta.Leader()
-	return &kindError{kind: ErrUnavailable, retryAfter: 100 * time.Millisecond, leader: b.leaderAddr(leader),
-		msg: fmt.Sprintf("node %d does not coordinate groups (the coordinator is node %d)", b.cl.cfg.NodeID, leader)}
-}
-
-// relayWindow is the credit a relayed subscription keeps open with the
-// coordinator: what it may hold in memory for its local reader.
-const (
-	relayWindowRecords = 1024
-	relayWindowBytes   = 8 << 20
-)
-
-// remoteSub is a group subscription served by the coordinator on another
-// node. One goroutine reads the stream: deliveries and assignments go to
-// in (bounded by the credit granted), commit results to the oldest
-// waiting Commit.
-type remoteSub struct {
-	stream pb.Hermes_SubscribeClient
-	cancel context.CancelFunc
-	topic  string
-	addr   string // the coordinator's gRPC address
-
-	memberID string
-	timeout  time.Duration
-
-	in   chan *pb.SubscribeResponse
-	done chan struct{} // closed when the reader ends; err says why
-	err  error
-
-	sendMu  sync.Mutex // serializes Send and the order of commits
-	mu      sync.Mutex
-	commits []chan error // waiting for their CommitResult, in order; guarded by mu
-
-	// left is the rest of a delivery larger than the poll that took it.
-	// Owned by the polling goroutine.
-	left []DeliveredRecord
-}
-
-// subscribeRemote opens s's group membership at the coordinator (addr).
-func (b *Broker) subscribeRemote(s *Subscription, addr string) error {
-	c, err := b.fw.api(addr)
-	if err != nil {
-		return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("group coordinator at %s: %v", addr, err), retryAfter: 100 * time.Millisecond}
-	}
-	ctx, cancel := context.WithCancel(relayed(context.Background()))
-	stream, err := c.Subscribe(ctx)
-	if err != nil {
-		cancel()
-		return fromStatus(err, b.unreachable(addr))
-	}
-	o := s.opts
-	open := &pb.SubscribeOptions{
-		Topic: o.Topic, Group: o.Group, AckMode: pb.AckMode(o.AckMode), Start: startToProto(o.Start),
-		AckWaitMs: o.AckWait.Milliseconds(), MaxDeliveries: int32(o.MaxDeliveries), MaxAckPending: int32(o.MaxAckPending),
-		DeadLetterTopic: o.DeadLetterTopic, SessionTimeoutMs: o.SessionTimeout.Milliseconds(),
-		CreditRecords: relayWindowRecords, CreditBytes: relayWindowBytes,
-		IncludePerformance: o.IncludePerformance, ClientId: o.ClientID,
-	}
-	if err := stream.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Open{Open: open}}); err != nil {
-		_, err = stream.Recv()
-		cancel()
-		return fromStatus(err, b.unreachable(addr))
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		cancel()
-		return fromStatus(err, b.unreachable(addr))
-	}
-	if info := resp.GetError(); info != nil {
-		cancel()
-		return fromInfo(info)
-	}
-	sub := resp.GetSubscribed()
-	if sub == nil {
-		cancel()
-		return errorf(ErrUnavailable, "group coordinator at %s answered the subscription with %T", addr, resp.GetKind())
-	}
-	r := &remoteSub{
-		stream: stream, cancel: cancel, topic: o.Topic, addr: addr,
-		memberID: sub.GetMemberId(), timeout: time.Duration(sub.GetSessionTimeoutMs()) * time.Millisecond,
-		in: make(chan *pb.SubscribeResponse, 2*relayWindowRecords), done: make(chan struct{}),
-	}
-	s.remote, s.memberID = r, r.memberID
-	go r.read(b, addr)
-	b.m.groupRelays.Inc()
-	b.log.Info("group member relayed to the coordinator", "group", o.Group, "member", r.memberID, "coordinator", addr)
-	return nil
-}
-
-func (b *Broker) unreachable(addr string) error {
-	return &kindError{kind: ErrUnavailable, retryAfter: 100 * time.Millisecond,
-		msg: fmt.Sprintf("the group coordinator at %s cannot be reached", addr)}
-}
-
-// read routes what the coordinator sends until the stream ends.
-func (r *remoteSub) read(b *Broker, addr string) {
-	defer close(r.done)
-	for {
-		resp, err := r.stream.Recv()
-		if err != nil {
-			r.err = fromStatus(err, b.unreachable(addr))
-			r.failCommits(r.err)
-			return
-		}
-		switch k := resp.Kind.(type) {
-		case *pb.SubscribeResponse_Commit:
-			r.mu.Lock()
-			var w chan error
-			if len(r.commits) > 0 {
-				w, r.commits = r.commits[0], r.commits[1:]
-			}
-			r.mu.Unlock()
-			if w != nil {
-				if info := k.Commit.GetError(); info != nil {
-					w <- fromInfo(info)
-				} else {
-					w <- nil
-				}
-			}
-		case *pb.SubscribeResponse_Error:
-			// An ack or nack the coordinator refused: the acker was told
-			// nothing (acks are one-way); the records come again.
-			b.log.Debug("relayed group request refused", "member", r.memberID, "err", k.Error.GetMessage())
-		default:
-			r.in <- resp // bounded: the coordinator sends within the credit granted
-		}
-	}
-}
-
-func (r *remoteSub) failCommits(err error) {
-	r.mu.Lock()
-	ws := r.commits
-	r.commits = nil
-	r.mu.Unlock()
-	for _, w := range ws {
-		w <- err
-	}
-}
-
-func (r *remoteSub) send(req *pb.SubscribeRequest) error {
-	r.sendMu.Lock()
-	defer r.sendMu.Unlock()
-	return r.sendLocked(req)
-}
-
-func (r *remoteSub) sendLocked(req *pb.SubscribeRequest) error {
-	if err := r.stream.Send(req); err != nil {
-		<-r.done // the reader saw the stream end and knows why
-		return r.err
-	}
-	return nil
-}
-
-// poll returns the next assignment or records (at most maxRecords),
-// granting the coordinator as much credit as it hands out.
-func (r *remoteSub) poll(ctx context.Context, s *Subscription, maxRecords int) (*Delivery, error) {
-	if len(r.left) > 0 {
-		return r.take(maxRecords)
-	}
-	for {
-		var resp *pb.SubscribeResponse
-		select {
-		case resp = <-r.in:
-		case <-r.done:
-			select {
-			case resp = <-r.in: // what arrived before the end still counts
-			default:
-				return nil, r.err
-			}
-		case <-s.wake:
-			s.mu.Lock()
-			err := s.ended
-			s.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			continue
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		switch k := resp.Kind.(type) {
-		case *pb.SubscribeResponse_Assignment:
-			a := k.Assignment
-			return &Delivery{Assignment: &Assignment{Topic: a.GetTopic(), Partitions: a.GetPartitions(), Generation: a.GetGeneration()}}, nil
-		case *pb.SubscribeResponse_Deliveries:
-			d := k.Deliveries
-			recs := make([]DeliveredRecord, 0, len(d.GetRecords()))
-			var bytes int64
-			for _, pr := range d.GetRecords() {
-				recs = append(recs, fromProtoRecord(pr))
-				bytes += int64(proto.Size(pr))
-			}
-			for _, bt := range d.GetBatches() { // not asked for, but taken
-				bytes += int64(len(bt.GetData()))
-				var err error
-				if recs, err = appendBatchRecords(recs, bt); err != nil {
-					return nil, err
-				}
-			}
-			n := len(d.GetRecords()) + len(d.GetBatches())
-			if n > 0 || bytes > 0 {
-				r.send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Credit{Credit: &pb.Credit{Records: int32(len(recs)), Bytes: bytes}}})
-			}
-			if len(recs) == 0 {
-				if d.GetMissed() > 0 {
-					return &Delivery{Missed: d.GetMissed()}, nil
-				}
-				continue
-			}
-			r.left = recs
-			dl, err := r.take(maxRecords)
-			if dl != nil {
-				dl.Missed = d.GetMissed()
-			}
-			return dl, err
-		}
-	}
-}
-
-// take hands out up to max of the records left, all of one partition.
-func (r *remoteSub) take(max int) (*Delivery, error) {
-	pid := r.left[0].Partition
-	n := 0
-	for n < len(r.left) && n < max && r.left[n].Partition == pid {
-		n++
-	}
-	d := &Delivery{Partition: pid, Records: r.left[:n:n]}
-	r.left = r.left[n:]
-	if len(r.left) == 0 {
-		r.left = nil
-	}
-	return d, nil
-}
-
-func (r *remoteSub) commit(offsets []Offset) error {
-	req := &pb.CommitRequest{}
-	for _, o := range offsets {
-		req.Offsets = append(req.Offsets, &pb.PartitionOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
-	}
-	w := make(chan error, 1)
-	r.sendMu.Lock()
-	r.mu.Lock()
-	r.commits = append(r.commits, w)
-	r.mu.Unlock()
-	err := r.sendLocked(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Commit{Commit: req}})
-	r.sendMu.Unlock()
-	if err != nil {
-		return err
-	}
-	t := time.NewTimer(30 * time.Second)
-	defer t.Stop()
-	select {
-	case err := <-w:
-		return err
-	case <-t.C:
-		return &kindError{kind: ErrUnavailable, retryAfter: time.Second, msg: "the group coordinator did not answer a commit within 30s"}
-	}
-}
-
-func (r *remoteSub) ack(topic string, pid int32, offsets []int64, nack bool) error {
-	recs := make([]*pb.PartitionOffset, len(offsets))
-	for i, off := range offsets {
-		recs[i] = &pb.PartitionOffset{Topic: topic, Partition: pid, Offset: off}
-	}
-	if nack {
-		return r.send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Nack{Nack: &pb.NackRequest{Records: recs}}})
-	}
-	return r.send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Ack{Ack: &pb.AckRequest{Records: recs}}})
-}
-
-func (r *remoteSub) heartbeat() error {
-	return r.send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Heartbeat{Heartbeat: &pb.Heartbeat{}}})
-}
-
-// close leaves the group: the coordinator sees the stream end.
-func (r *remoteSub) close() {
-	r.sendMu.Lock()
-	r.stream.CloseSend()
-	r.sendMu.Unlock()
-	r.cancel()
-	<-r.done
-}
-
-func startToProto(sp StartPosition) *pb.StartPosition {
-	switch sp.Kind {
-	case StartEarliest:
-		return &pb.StartPosition{Position: &pb.StartPosition_Earliest{Earliest: true}}
-	case StartOffset:
-		return &pb.StartPosition{Position: &pb.StartPosition_Offset{Offset: sp.Value}}
-	case StartTimestamp:
-		return &pb.StartPosition{Position: &pb.StartPosition_TimestampUnixNano{TimestampUnixNano: sp.Value}}
-	}
-	return &pb.StartPosition{Position: &pb.StartPosition_Latest{Latest: true}}
-}
-
-func fromProtoRecord(pr *pb.Record) DeliveredRecord {
-	r := DeliveredRecord{
-		Record: record.Record{
-			Offset: pr.GetOffset(), Key: pr.Key, Payload: pr.GetPayload(), Timestamp: pr.GetTimestampUnixNano(),
-		},
-		Partition: pr.GetPartition(), Mode: Mode(pr.GetMode()), DeliveryCount: int(pr.GetDeliveryCount()),
-	}
-	copy(r.MessageID[:], pr.GetMessageId())
-	for _, h := range pr.GetHeaders() {
-		r.Headers = append(r.Headers, record.Header{Key: h.GetKey(), Value: h.GetValue()})
-	}
-	return r
-}
-
-func appendBatchRecords(dst []DeliveredRecord, bt *pb.RecordBatch) ([]DeliveredRecord, error) {
-	recs, err := record.DecodeRecords(nil, bt.GetData())
-	if err != nil {
-		return dst, errorf(ErrUnavailable, "a batch relayed from the group coordinator: %v", err)
-	}
-	for _, rec := range recs {
-		dst = append(dst, DeliveredRecord{Record: rec, Partition: bt.GetPartition(), Mode: ModeConsistent})
-	}
-	return dst, nil
-}
-
-// fromInfo turns an ErrorInfo another node sent back into a broker error
-// of the same kind.
-func fromInfo(info *pb.ErrorInfo) error {
-	kind := ErrUnavailable
-	if name, ok := strings.CutPrefix(info.GetCode().String(), "ERROR_CODE_"); ok {
-		for _, c := range codeNames {
-			if c.name == name {
-				kind = c.kind
-			}
-		}
-	}
-	return &kindError{kind: kind, msg: info.GetMessage(), retryAfter: time.Duration(info.GetRetryAfterMs()) * time.Millisecond, leader: info.GetLeaderAddress()}
+	return &kindError{kind: ErrUnavailable, retryAfter: coordinatorRetry, leaderNode: leader, leader: b.leaderAddr(leader),
+		msg: fmt.Sprintf("node %d does not coordinate groups (the coordinator is node %d)", b.cfg.Cluster.NodeID, leader)}
 }
 
 // CheckCoordinator fails, with a retriable error naming the coordinator,
-// unless this node coordinates groups (always so on a single node). A
-// group request relayed here (ForwardedHeader) is served only then.
+// unless this node coordinates groups (always so on a single node).
 func (b *Broker) CheckCoordinator() error {
 	local, _, err := b.coordinator()
 	if err != nil {
@@ -397,25 +59,438 @@ func (b *Broker) CheckCoordinator() error {
 	return nil
 }
 
-// groupClient returns a client of the coordinator when it is another node
-// (nil when this node coordinates), and the context to call it with.
-func (b *Broker) groupClient() (pb.HermesClient, context.Context, context.CancelFunc, error) {
-	local, addr, err := b.coordinator()
-	if err != nil || local {
-		return nil, nil, nil, err
-	}
-	c, err := b.fw.api(addr)
-	if err != nil {
-		return nil, nil, nil, b.unreachable(addr)
-	}
-	ctx, cancel := context.WithTimeout(relayed(context.Background()), 15*time.Second)
-	return c, ctx, cancel, nil
+// memberRelay is a group member whose session lives at the coordinator,
+// another node: it relays Grant, Ack, Nack, Commit and Heartbeat there
+// and hands out the deliveries the coordinator sends (within the credit
+// granted, as the coordinator's session spends it). One goroutine reads
+// the stream.
+type memberRelay struct {
+	b      *Broker
+	node   uint64 // the coordinator
+	stream nodepb.Node_SubscribeClient
+	cancel context.CancelFunc
+	topic  string
+
+	memberID string
+	timeout  time.Duration
+
+	in   chan *nodepb.Delivery // bounded by the credit granted
+	done chan struct{}         // closed when the reader ends; err says why
+	err  error
+
+	sendMu sync.Mutex // serializes sends
+	mu     sync.Mutex
+	next   uint64                // commit ids; guarded by mu
+	wait   map[uint64]chan error // commits awaiting their result, guarded by mu
+	ended  error                 // set by terminate; guarded by mu
+	wake   chan struct{}
 }
 
-func (b *Broker) remoteListGroups(c pb.HermesClient, ctx context.Context) ([]GroupSummary, error) {
-	resp, err := c.ListGroups(ctx, &pb.ListGroupsRequest{})
+// memberRelayQueue bounds the deliveries a relayed member holds; the
+// coordinator sends within the credit granted, one delivery at least per
+// record, so a subscriber granting more records than this is held back by
+// the stream's flow control.
+const memberRelayQueue = 4096
+
+// subscribeRemote opens a group membership at the coordinator (node).
+func (b *Broker) subscribeRemote(opts SubscribeOptions, node uint64) (*memberRelay, error) {
+	c, err := b.nodeClient(node)
 	if err != nil {
-		return nil, fromStatus(err, errorf(ErrUnavailable, "list groups at the coordinator: %v", err))
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := c.Subscribe(ctx)
+	if err != nil {
+		cancel()
+		return nil, b.callError(node, err)
+	}
+	if err := stream.Send(&nodepb.SubscribeRequest{Kind: &nodepb.SubscribeRequest_Open{Open: optionsToNode(opts)}}); err != nil {
+		_, err = stream.Recv()
+		cancel()
+		return nil, b.callError(node, err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		cancel()
+		return nil, b.callError(node, err)
+	}
+	if e := resp.GetRefused(); e != nil {
+		cancel()
+		return nil, b.fromNodeError(e)
+	}
+	sub := resp.GetSubscribed()
+	if sub == nil {
+		cancel()
+		return nil, errorf(ErrUnavailable, "the group coordinator, node %d, answered the subscription with %T", node, resp.GetKind())
+	}
+	r := &memberRelay{
+		b: b, node: node, stream: stream, cancel: cancel, topic: opts.Topic,
+		memberID: sub.GetMemberId(), timeout: time.Duration(sub.GetSessionTimeoutMs()) * time.Millisecond,
+		in: make(chan *nodepb.Delivery, memberRelayQueue), done: make(chan struct{}),
+		wait: make(map[uint64]chan error), wake: make(chan struct{}, 1),
+	}
+	if err := b.register(r); err != nil {
+		cancel()
+		return nil, err
+	}
+	go r.read()
+	b.m.groupRelays.Inc()
+	b.log.Info("group member relayed to the coordinator", "group", opts.Group, "member", r.memberID, "coordinator", node)
+	return r, nil
+}
+
+// read routes what the coordinator sends until the stream ends.
+func (r *memberRelay) read() {
+	defer close(r.done)
+	for {
+		resp, err := r.stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errorf(ErrUnavailable, "the group coordinator, node %d, ended the session", r.node)
+			} else {
+				err = r.b.callError(r.node, err)
+			}
+			r.err = err
+			r.failCommits(err)
+			return
+		}
+		switch k := resp.Kind.(type) {
+		case *nodepb.SubscribeResponse_Delivery:
+			r.in <- k.Delivery
+		case *nodepb.SubscribeResponse_Commit:
+			r.mu.Lock()
+			w := r.wait[k.Commit.GetId()]
+			delete(r.wait, k.Commit.GetId())
+			r.mu.Unlock()
+			if w != nil {
+				w <- r.b.errorOrNil(k.Commit.GetError())
+			}
+		case *nodepb.SubscribeResponse_Refused:
+			// An ack or nack the coordinator refused: the acker was told
+			// nothing (acks are one-way); the records come again.
+			r.b.log.Debug("relayed group request refused", "member", r.memberID, "err", k.Refused.GetMessage())
+		case *nodepb.SubscribeResponse_Ended:
+			r.err = r.b.fromNodeError(k.Ended)
+			r.failCommits(r.err)
+			r.endReader()
+			return
+		}
+	}
+}
+
+// endReader stops the stream once the coordinator said the session ended.
+func (r *memberRelay) endReader() { r.cancel() }
+
+// errorOrNil is the broker error of e, or nil.
+func (b *Broker) errorOrNil(e *nodepb.Error) error {
+	if e == nil {
+		return nil
+	}
+	return b.fromNodeError(e)
+}
+
+func (r *memberRelay) failCommits(err error) {
+	r.mu.Lock()
+	ws := r.wait
+	r.wait = nil
+	r.mu.Unlock()
+	for _, w := range ws {
+		w <- err
+	}
+}
+
+func (r *memberRelay) send(req *nodepb.SubscribeRequest) error {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	if err := r.stream.Send(req); err != nil {
+		<-r.done // the reader saw the stream end and knows why
+		return r.err
+	}
+	return nil
+}
+
+func (r *memberRelay) MemberID() string              { return r.memberID }
+func (r *memberRelay) SessionTimeout() time.Duration { return r.timeout }
+func (r *memberRelay) Coordinator() string           { return r.b.leaderAddr(r.node) }
+
+func (r *memberRelay) Grant(records int, bytes int64) {
+	r.send(&nodepb.SubscribeRequest{Kind: &nodepb.SubscribeRequest_Credit{Credit: &nodepb.Credit{Records: int64(records), Bytes: bytes}}})
+}
+
+func (r *memberRelay) Next(ctx context.Context) (*Delivery, error) {
+	for {
+		var d *nodepb.Delivery
+		select {
+		case d = <-r.in:
+		case <-r.done:
+			select {
+			case d = <-r.in: // what arrived before the end still counts
+			default:
+				return nil, r.err
+			}
+		case <-r.wake:
+			r.mu.Lock()
+			err := r.ended
+			r.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			continue
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return deliveryFromNode(d)
+	}
+}
+
+func (r *memberRelay) Commit(offsets []Offset) error {
+	w := make(chan error, 1)
+	r.mu.Lock()
+	if r.wait == nil {
+		r.mu.Unlock()
+		<-r.done
+		return r.err
+	}
+	r.next++
+	id := r.next
+	r.wait[id] = w
+	r.mu.Unlock()
+	c := &nodepb.Commit{Id: id}
+	for _, o := range offsets {
+		c.Offsets = append(c.Offsets, &nodepb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+	}
+	if err := r.send(&nodepb.SubscribeRequest{Kind: &nodepb.SubscribeRequest_Commit{Commit: c}}); err != nil {
+		return err
+	}
+	t := time.NewTimer(relayedCommitWait)
+	defer t.Stop()
+	select {
+	case err := <-w:
+		return err
+	case <-t.C:
+		return &kindError{kind: ErrUnavailable, retryAfter: time.Second,
+			msg: fmt.Sprintf("the group coordinator, node %d, did not answer a commit within %s", r.node, relayedCommitWait)}
+	}
+}
+
+// relayedCommitWait bounds the wait for the coordinator's answer to a
+// relayed commit.
+const relayedCommitWait = 30 * time.Second
+
+func (r *memberRelay) Ack(pid int32, offsets []int64) error {
+	return r.send(&nodepb.SubscribeRequest{Kind: &nodepb.SubscribeRequest_Ack{Ack: &nodepb.PartitionOffsets{Partition: pid, Offsets: offsets}}})
+}
+
+func (r *memberRelay) Nack(pid int32, offsets []int64) error {
+	return r.send(&nodepb.SubscribeRequest{Kind: &nodepb.SubscribeRequest_Nack{Nack: &nodepb.PartitionOffsets{Partition: pid, Offsets: offsets}}})
+}
+
+func (r *memberRelay) Heartbeat() error {
+	return r.send(&nodepb.SubscribeRequest{Kind: &nodepb.SubscribeRequest_Heartbeat{Heartbeat: &nodepb.Heartbeat{}}})
+}
+
+// terminate ends the session from outside (this node stops).
+func (r *memberRelay) terminate(err error) {
+	r.mu.Lock()
+	if r.ended == nil {
+		r.ended = err
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close leaves the group: the coordinator sees the stream end.
+func (r *memberRelay) Close() {
+	r.terminate(errorf(ErrUnavailable, "subscription closed"))
+	r.sendMu.Lock()
+	r.stream.CloseSend()
+	r.sendMu.Unlock()
+	r.cancel()
+	<-r.done
+	r.b.unregister(r)
+}
+
+// Subscribe serves, at the coordinator, the session of a group member
+// relayed from another node: the stream's requests go to a local
+// session, its deliveries back.
+func (s *nodeService) Subscribe(stream nodepb.Node_SubscribeServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil {
+		return stream.Send(&nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Refused{
+			Refused: nodeError(errorf(ErrInvalidArgument, "the first request must open the subscription"))}})
+	}
+	if err := s.b.CheckCoordinator(); err != nil {
+		return stream.Send(&nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Refused{Refused: nodeError(err)}})
+	}
+	sub, err := s.b.subscribeHere(optionsFromNode(open))
+	if err != nil {
+		return stream.Send(&nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Refused{Refused: nodeError(err)}})
+	}
+	defer sub.Close()
+	var sendMu sync.Mutex
+	send := func(resp *nodepb.SubscribeResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(resp)
+	}
+	if err := send(&nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Subscribed{Subscribed: &nodepb.Subscribed{
+		MemberId: sub.MemberID(), SessionTimeoutMs: sub.SessionTimeout().Milliseconds()}}}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		defer cancel()
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if err := sub.Heartbeat(); err != nil {
+				return
+			}
+			if resp := relayedRequest(sub, req); resp != nil {
+				if send(resp) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		d, err := sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return send(&nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Ended{Ended: nodeError(err)}})
+		}
+		if err := send(&nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Delivery{Delivery: deliveryToNode(d)}}); err != nil {
+			return err
+		}
+	}
+}
+
+// relayedRequest applies one request of a relayed member to its local
+// session, and returns the answer to send, if any.
+func relayedRequest(sub *localSub, req *nodepb.SubscribeRequest) *nodepb.SubscribeResponse {
+	switch k := req.Kind.(type) {
+	case *nodepb.SubscribeRequest_Credit:
+		sub.Grant(int(min(k.Credit.GetRecords(), maxDeliveryRecords)), k.Credit.GetBytes())
+	case *nodepb.SubscribeRequest_Ack:
+		if err := sub.Ack(k.Ack.GetPartition(), k.Ack.GetOffsets()); err != nil {
+			return &nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Refused{Refused: nodeError(err)}}
+		}
+	case *nodepb.SubscribeRequest_Nack:
+		if err := sub.Nack(k.Nack.GetPartition(), k.Nack.GetOffsets()); err != nil {
+			return &nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Refused{Refused: nodeError(err)}}
+		}
+	case *nodepb.SubscribeRequest_Commit:
+		offsets := make([]Offset, len(k.Commit.GetOffsets()))
+		for i, o := range k.Commit.GetOffsets() {
+			offsets[i] = Offset{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset()}
+		}
+		return &nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Commit{Commit: &nodepb.CommitResult{
+			Id: k.Commit.GetId(), Error: nodeError(sub.Commit(offsets))}}}
+	}
+	return nil
+}
+
+func optionsToNode(o SubscribeOptions) *nodepb.SubscribeOptions {
+	return &nodepb.SubscribeOptions{
+		Topic: o.Topic, Group: o.Group, Start: &nodepb.StartPosition{Kind: int32(o.Start.Kind), Value: o.Start.Value},
+		AckMode: int32(o.AckMode), ClientId: o.ClientID, AckWaitMs: o.AckWait.Milliseconds(), MaxDeliveries: int32(o.MaxDeliveries),
+		MaxAckPending: int32(o.MaxAckPending), DeadLetterTopic: o.DeadLetterTopic, SessionTimeoutMs: o.SessionTimeout.Milliseconds(),
+		IncludePerformance: o.IncludePerformance, Packed: o.Packed,
+	}
+}
+
+func optionsFromNode(o *nodepb.SubscribeOptions) SubscribeOptions {
+	return SubscribeOptions{
+		Topic: o.GetTopic(), Group: o.GetGroup(), Start: StartPosition{Kind: StartKind(o.GetStart().GetKind()), Value: o.GetStart().GetValue()},
+		AckMode: AckMode(o.GetAckMode()), ClientID: o.GetClientId(), AckWait: time.Duration(o.GetAckWaitMs()) * time.Millisecond,
+		MaxDeliveries: int(o.GetMaxDeliveries()), MaxAckPending: int(o.GetMaxAckPending()), DeadLetterTopic: o.GetDeadLetterTopic(),
+		SessionTimeout: time.Duration(o.GetSessionTimeoutMs()) * time.Millisecond, IncludePerformance: o.GetIncludePerformance(), Packed: o.GetPacked(),
+	}
+}
+
+func deliveryToNode(d *Delivery) *nodepb.Delivery {
+	if a := d.Assignment; a != nil {
+		return &nodepb.Delivery{Assignment: &nodepb.Assignment{Topic: a.Topic, Partitions: a.Partitions, Generation: a.Generation}}
+	}
+	out := &nodepb.Delivery{Partition: d.Partition, Batches: d.Batches, Missed: d.Missed}
+	for i := range d.Records {
+		r := &d.Records[i]
+		nr := &nodepb.Record{Offset: r.Offset, MessageId: r.MessageID[:], Key: r.Key, HasKey: r.Key != nil, Payload: r.Payload,
+			TimestampUnixNano: r.Timestamp, Mode: int32(r.Mode), DeliveryCount: int32(r.DeliveryCount)}
+		for _, h := range r.Headers {
+			nr.Headers = append(nr.Headers, &nodepb.Header{Key: h.Key, Value: h.Value, NilValue: h.Value == nil})
+		}
+		out.Records = append(out.Records, nr)
+	}
+	return out
+}
+
+func deliveryFromNode(nd *nodepb.Delivery) (*Delivery, error) {
+	if a := nd.GetAssignment(); a != nil {
+		return &Delivery{Assignment: &Assignment{Topic: a.GetTopic(), Partitions: a.GetPartitions(), Generation: a.GetGeneration()}}, nil
+	}
+	d := &Delivery{Partition: nd.GetPartition(), Batches: nd.GetBatches(), Missed: nd.GetMissed()}
+	for _, bt := range d.Batches {
+		if _, err := record.ParseHeader(bt); err != nil {
+			return nil, errorf(ErrUnavailable, "a batch relayed from the group coordinator: %v", err)
+		}
+	}
+	for _, nr := range nd.GetRecords() {
+		r := DeliveredRecord{Record: record.Record{Offset: nr.GetOffset(), Payload: nr.GetPayload(), Timestamp: nr.GetTimestampUnixNano()},
+			Partition: nd.GetPartition(), Mode: Mode(nr.GetMode()), DeliveryCount: int(nr.GetDeliveryCount())}
+		copy(r.MessageID[:], nr.GetMessageId())
+		if nr.GetHasKey() {
+			r.Key = nr.GetKey()
+			if r.Key == nil {
+				r.Key = []byte{}
+			}
+		}
+		for _, h := range nr.GetHeaders() {
+			v := h.GetValue()
+			if v == nil && !h.GetNilValue() {
+				v = []byte{}
+			}
+			r.Headers = append(r.Headers, record.Header{Key: h.GetKey(), Value: v})
+		}
+		d.Records = append(d.Records, r)
+	}
+	return d, nil
+}
+
+// ListGroups lists groups with live members or committed offsets; the
+// coordinator answers.
+func (b *Broker) ListGroups() ([]GroupSummary, error) {
+	local, node, err := b.coordinator()
+	if err != nil {
+		return nil, err
+	}
+	if local {
+		return b.listGroupsHere()
+	}
+	c, err := b.nodeClient(node)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), groupAdminTimeout)
+	defer cancel()
+	resp, err := c.ListGroups(ctx, &nodepb.ListGroupsRequest{})
+	if err != nil {
+		return nil, b.callError(node, err)
+	}
+	if e := resp.GetError(); e != nil {
+		return nil, b.fromNodeError(e)
 	}
 	out := make([]GroupSummary, 0, len(resp.GetGroups()))
 	for _, g := range resp.GetGroups() {
@@ -424,31 +499,70 @@ func (b *Broker) remoteListGroups(c pb.HermesClient, ctx context.Context) ([]Gro
 	return out, nil
 }
 
-func (b *Broker) remoteDescribeGroup(c pb.HermesClient, ctx context.Context, name string) (*GroupDescription, error) {
-	resp, err := c.DescribeGroup(ctx, &pb.DescribeGroupRequest{Group: name})
+// groupAdminTimeout bounds a group administration call to the coordinator.
+const groupAdminTimeout = 15 * time.Second
+
+// DescribeGroup describes a group's members and, for every partition of
+// the topics it consumes, its committed offset, lag and owner; the
+// coordinator answers.
+func (b *Broker) DescribeGroup(name string) (*GroupDescription, error) {
+	if err := ValidateName("group", name); err != nil {
+		return nil, err
+	}
+	local, node, err := b.coordinator()
 	if err != nil {
-		return nil, fromStatus(err, errorf(ErrUnavailable, "describe group %q at the coordinator: %v", name, err))
+		return nil, err
 	}
-	d := &GroupDescription{Name: resp.GetGroup(), Generation: resp.GetGeneration()}
-	for _, m := range resp.GetMembers() {
-		d.Members = append(d.Members, GroupMemberInfo{MemberID: m.GetMemberId(), ClientID: m.GetClientId(), Topic: m.GetTopic(), Partitions: m.GetPartitions()})
+	if local {
+		return b.describeGroupHere(name)
 	}
-	for _, p := range resp.GetPartitions() {
-		d.Partitions = append(d.Partitions, GroupPartitionInfo{
-			Topic: p.GetTopic(), Partition: p.GetPartition(), Committed: p.GetCommittedOffset(),
-			HighWatermark: p.GetHighWatermark(), Lag: p.GetLag(), Owner: p.GetOwner(), PendingAcks: int(p.GetPendingAcks()),
-		})
+	c, err := b.nodeClient(node)
+	if err != nil {
+		return nil, err
 	}
-	return d, nil
+	ctx, cancel := context.WithTimeout(context.Background(), groupAdminTimeout)
+	defer cancel()
+	resp, err := c.DescribeGroup(ctx, &nodepb.DescribeGroupRequest{Group: name})
+	if err != nil {
+		return nil, b.callError(node, err)
+	}
+	if e := resp.GetError(); e != nil {
+		return nil, b.fromNodeError(e)
+	}
+	return groupFromNode(resp), nil
 }
 
-func (b *Broker) remoteCommitOffsets(c pb.HermesClient, ctx context.Context, group, member string, offsets []Offset) error {
-	req := &pb.CommitOffsetsRequest{Group: group, MemberId: member}
+// CommitOffsets sets a group's offsets: as its member memberID (which
+// must own the partitions), or as an administrator (memberID ""), refused
+// with ErrGroupNotEmpty for partitions a live member owns. The
+// coordinator does it; the offsets are replicated when it returns nil.
+func (b *Broker) CommitOffsets(group, memberID string, offsets []Offset) error {
+	if err := ValidateName("group", group); err != nil {
+		return err
+	}
+	if len(offsets) == 0 {
+		return errorf(ErrInvalidArgument, "no offsets to commit")
+	}
+	local, node, err := b.coordinator()
+	if err != nil {
+		return err
+	}
+	if local {
+		return b.commitOffsetsHere(group, memberID, offsets)
+	}
+	c, err := b.nodeClient(node)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), groupAdminTimeout)
+	defer cancel()
+	req := &nodepb.CommitOffsetsRequest{Group: group, MemberId: memberID}
 	for _, o := range offsets {
-		req.Offsets = append(req.Offsets, &pb.PartitionOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+		req.Offsets = append(req.Offsets, &nodepb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
 	}
-	if _, err := c.CommitOffsets(ctx, req); err != nil {
-		return fromStatus(err, errorf(ErrUnavailable, "commit at the coordinator: %v", err))
+	resp, err := c.CommitOffsets(ctx, req)
+	if err != nil {
+		return b.callError(node, err)
 	}
-	return nil
+	return b.errorOrNil(resp.GetError())
 }

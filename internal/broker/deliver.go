@@ -8,7 +8,7 @@ import (
 
 // pollNew looks for new records in the owned partitions, round-robin so
 // that one busy partition cannot starve the others.
-func (s *Subscription) pollNew(maxRecords, maxBytes int) (*Delivery, error) {
+func (s *localSub) pollNew(maxRecords, maxBytes int) (*Delivery, error) {
 	s.mu.Lock()
 	owned := append([]int32(nil), s.owned...)
 	rr := s.rr
@@ -31,7 +31,7 @@ func (s *Subscription) pollNew(maxRecords, maxBytes int) (*Delivery, error) {
 
 // pollPartition returns the next records of one partition, if any: live
 // performance records first, then durable ones from the cursor.
-func (s *Subscription) pollPartition(pid int32, maxRecords, maxBytes int) (*Delivery, error) {
+func (s *localSub) pollPartition(pid int32, maxRecords, maxBytes int) (*Delivery, error) {
 	p := s.t.partitions()[pid]
 	s.mu.Lock()
 	cursor, ok := s.cursors[pid]
@@ -77,7 +77,7 @@ func (s *Subscription) pollPartition(pid int32, maxRecords, maxBytes int) (*Deli
 }
 
 // pollRing returns live performance records of p from the ring, or nil.
-func (s *Subscription) pollRing(p *partition, from int64, max int) *Delivery {
+func (s *localSub) pollRing(p *partition, from int64, max int) *Delivery {
 	recs, next, missed := p.ring.Read(from, max, nil)
 	if len(recs) == 0 && missed == 0 {
 		return nil
@@ -103,7 +103,7 @@ func (s *Subscription) pollRing(p *partition, from int64, max int) *Delivery {
 // them, and returns the offset after the last. Packed deliveries pass whole
 // batches through untouched when they fit, and re-encode the part of a
 // batch that does not.
-func (s *Subscription) trim(d *Delivery, batches [][]byte, cursor int64, limit int) (int64, error) {
+func (s *localSub) trim(d *Delivery, batches [][]byte, cursor int64, limit int) (int64, error) {
 	if !s.opts.Packed {
 		recs, next, err := DecodeFrom(nil, batches, cursor, limit)
 		if err != nil {
@@ -145,14 +145,14 @@ func (s *Subscription) trim(d *Delivery, batches [][]byte, cursor int64, limit i
 // advance moves pid's cursor from `from` to `to` after a delivery, and does
 // the group's bookkeeping for it. It reports false, changing nothing, when
 // the partition was revoked or re-assigned since the read began.
-func (s *Subscription) advance(pid int32, from, to int64, gen int64) bool {
+func (s *localSub) advance(pid int32, from, to int64, gen int64) bool {
 	if s.gs != nil {
 		return s.b.groups.delivered(s, pid, from, to, gen)
 	}
 	return s.setCursor(pid, from, to, gen)
 }
 
-func (s *Subscription) setCursor(pid int32, from, to int64, gen int64) bool {
+func (s *localSub) setCursor(pid int32, from, to int64, gen int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.cursors[pid]; !ok || cur != from || s.generation != gen {

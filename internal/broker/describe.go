@@ -38,21 +38,10 @@ type GroupPartitionInfo struct {
 	PendingAcks   int
 }
 
-// ListGroups lists groups with live members or committed offsets. On a
-// cluster the coordinator answers.
-func (b *Broker) ListGroups() ([]GroupSummary, error) {
-	c, ctx, cancel, err := b.groupClient()
-	if err != nil {
-		return nil, err
-	}
-	if c != nil {
-		defer cancel()
-		return b.remoteListGroups(c, ctx)
-	}
-	var stored []string // groups known by their replicated offsets only
-	if b.cl != nil {
-		stored = b.cl.meta.Groups()
-	}
+// listGroupsHere lists the groups, at the coordinator: those with live
+// members here, and those known by their replicated offsets only.
+func (b *Broker) listGroupsHere() ([]GroupSummary, error) {
+	stored := b.cl.meta.Groups()
 	m := b.groups
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -91,19 +80,10 @@ func (b *Broker) ListGroups() ([]GroupSummary, error) {
 	return out, nil
 }
 
-// DescribeGroup describes a group's members and, for every partition of
-// the topics it consumes, its committed offset, lag and owner.
-func (b *Broker) DescribeGroup(name string) (*GroupDescription, error) {
+// describeGroupHere describes a group, at the coordinator.
+func (b *Broker) describeGroupHere(name string) (*GroupDescription, error) {
 	if err := ValidateName("group", name); err != nil {
 		return nil, err
-	}
-	c, ctx, cancel, err := b.groupClient()
-	if err != nil {
-		return nil, err
-	}
-	if c != nil {
-		defer cancel()
-		return b.remoteDescribeGroup(c, ctx, name)
 	}
 	d, progress, err := b.groups.snapshot(name)
 	if err != nil {
@@ -155,7 +135,7 @@ func (m *groupManager) snapshot(name string) (*GroupDescription, map[topicPartit
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	gs, ok := m.groups[name]
-	if !ok && m.b.cl != nil {
+	if !ok {
 		// Not coordinated since this node took over: its replicated offsets.
 		if offs := m.b.cl.meta.GroupOffsets(name); len(offs) > 0 {
 			pr := make(map[topicPartition]progress, len(offs))

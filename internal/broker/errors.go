@@ -36,8 +36,10 @@ var (
 	ErrUnknownMember = errors.New("unknown group member")
 	// ErrGroupNotEmpty: an administrative commit while members own the partitions.
 	ErrGroupNotEmpty = errors.New("group has live members")
+	// ErrPermissionDenied: the request's principal may not do this.
+	ErrPermissionDenied = errors.New("permission denied")
 	// ErrUnavailable: the broker or partition cannot serve now (closing,
-	// failed storage). Retriable.
+	// failed storage, another node leads it). Retriable.
 	ErrUnavailable = errors.New("unavailable")
 )
 
@@ -66,17 +68,26 @@ const (
 	subscriptionsRetry = time.Second
 )
 
-// Retriable reports whether err is of a kind a client may retry unchanged.
+// Retriable reports whether err is of a kind a client may retry
+// unchanged (the kind's Retriable bit in the table below).
 func Retriable(err error) bool {
-	return errors.Is(err, ErrResourceExhausted) || errors.Is(err, ErrUnavailable)
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			return k.retriable
+		}
+	}
+	return false
 }
 
-// kindError carries a kind, a detail message and an optional retry hint.
+// kindError carries a kind, a detail message and optional hints.
 type kindError struct {
 	kind       error
 	msg        string
 	retryAfter time.Duration
-	leader     string // gRPC address of the node to go to instead, if known
+	// leaderNode is the node that can serve the request instead (0: not
+	// known), and leader its gRPC address, for clients.
+	leaderNode uint64
+	leader     string
 }
 
 func (e *kindError) Error() string { return e.kind.Error() + ": " + e.msg }
@@ -97,13 +108,23 @@ func exhausted(after time.Duration, format string, args ...any) error {
 }
 
 // LeaderAddress returns the gRPC address of the node that can serve the
-// failed request (a partition's leader on a cluster), or "".
+// failed request (a partition's leader, the group coordinator), or "".
 func LeaderAddress(err error) string {
 	var ke *kindError
 	if errors.As(err, &ke) {
 		return ke.leader
 	}
 	return ""
+}
+
+// leaderNode returns the id of the node that can serve the failed
+// request, or 0.
+func leaderNode(err error) uint64 {
+	var ke *kindError
+	if errors.As(err, &ke) {
+		return ke.leaderNode
+	}
+	return 0
 }
 
 // RetryAfter returns the retry hint carried by err, or 0.
@@ -115,36 +136,60 @@ func RetryAfter(err error) time.Duration {
 	return 0
 }
 
-// codeNames are the error codes every protocol shows (gRPC's ErrorInfo,
-// REST's and GraphQL's "code"), one per kind.
-var codeNames = []struct {
-	kind error
-	name string
+// kinds is the one table of error kinds: the code every protocol shows
+// (gRPC's ErrorInfo, REST's and GraphQL's "code", the node-to-node
+// service), and whether a client may retry the request unchanged.
+// Adapters map each kind to their protocol's own codes from it.
+var kinds = []struct {
+	kind      error
+	name      string
+	retriable bool
 }{
-	{ErrInvalidArgument, "INVALID_ARGUMENT"},
-	{ErrInvalidTopicName, "INVALID_TOPIC_NAME"},
-	{ErrTopicNotFound, "TOPIC_NOT_FOUND"},
-	{ErrTopicExists, "TOPIC_EXISTS"},
-	{ErrPartitionNotFound, "PARTITION_NOT_FOUND"},
-	{ErrMessageTooLarge, "MESSAGE_TOO_LARGE"},
-	{ErrCorruptBatch, "CORRUPT_BATCH"},
-	{ErrOffsetOutOfRange, "OFFSET_OUT_OF_RANGE"},
-	{ErrResourceExhausted, "RESOURCE_EXHAUSTED"},
-	{ErrGroupNotFound, "GROUP_NOT_FOUND"},
-	{ErrNotAssigned, "NOT_ASSIGNED"},
-	{ErrUnknownMember, "UNKNOWN_MEMBER"},
-	{ErrGroupNotEmpty, "GROUP_NOT_EMPTY"},
-	{ErrUnavailable, "UNAVAILABLE"},
+	{ErrInvalidArgument, "INVALID_ARGUMENT", false},
+	{ErrInvalidTopicName, "INVALID_TOPIC_NAME", false},
+	{ErrTopicNotFound, "TOPIC_NOT_FOUND", false},
+	{ErrTopicExists, "TOPIC_EXISTS", false},
+	{ErrPartitionNotFound, "PARTITION_NOT_FOUND", false},
+	{ErrMessageTooLarge, "MESSAGE_TOO_LARGE", false},
+	{ErrCorruptBatch, "CORRUPT_BATCH", false},
+	{ErrOffsetOutOfRange, "OFFSET_OUT_OF_RANGE", false},
+	{ErrResourceExhausted, "RESOURCE_EXHAUSTED", true},
+	{ErrGroupNotFound, "GROUP_NOT_FOUND", false},
+	{ErrNotAssigned, "NOT_ASSIGNED", false},
+	{ErrUnknownMember, "UNKNOWN_MEMBER", false},
+	{ErrGroupNotEmpty, "GROUP_NOT_EMPTY", false},
+	{ErrPermissionDenied, "PERMISSION_DENIED", false},
+	{ErrUnavailable, "UNAVAILABLE", true},
 }
 
 // Code names the kind of err as every protocol shows it ("TOPIC_NOT_FOUND",
 // ...), or "INTERNAL" for an error of no known kind. The names equal the
 // gRPC API's ErrorCode values without their ERROR_CODE_ prefix.
 func Code(err error) string {
-	for _, c := range codeNames {
-		if errors.Is(err, c.kind) {
-			return c.name
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			return k.name
 		}
 	}
 	return "INTERNAL"
+}
+
+// KindOf returns the kind named code (as Code returns it), or
+// ErrUnavailable for a name of no known kind.
+func KindOf(code string) error {
+	for _, k := range kinds {
+		if k.name == code {
+			return k.kind
+		}
+	}
+	return ErrUnavailable
+}
+
+// detail is err's message without its kind.
+func detail(err error) string {
+	var ke *kindError
+	if errors.As(err, &ke) {
+		return ke.msg
+	}
+	return err.Error()
 }

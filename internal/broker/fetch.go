@@ -24,9 +24,6 @@ type FetchRequest struct {
 	MaxBytes int
 	// MaxWait is how long to wait for records when there are none.
 	MaxWait time.Duration
-	// Forwarded marks a fetch another node relayed here: served from a
-	// local replica or refused, never relayed again.
-	Forwarded bool
 }
 
 // FetchResult holds whole batches. The first may start below the requested
@@ -39,36 +36,67 @@ type FetchResult struct {
 }
 
 // Fetch returns committed records from req.Offset, waiting up to MaxWait
-// when there are none yet. An offset below the start or past the high
-// watermark is ErrOffsetOutOfRange.
+// when there are none yet. An offset below the start, or past the high
+// watermark of the partition's leader, is ErrOffsetOutOfRange. A node
+// without a replica of the partition reads it from one that has.
 func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, error) {
+	t, p, err := b.fetchTarget(&req)
+	if err != nil {
+		return nil, err
+	}
+	var res *FetchResult
+	if p.remote {
+		res, err = b.remoteFetch(ctx, p, req)
+	} else {
+		res, err = b.fetchLocal(ctx, t, p, req)
+	}
+	if err == nil {
+		b.countConsumed(p, res.Batches)
+	}
+	return res, err
+}
+
+// fetchHere serves a fetch another node relayed here: from a replica on
+// this node, or refused.
+func (b *Broker) fetchHere(ctx context.Context, req FetchRequest) (*FetchResult, error) {
+	t, p, err := b.fetchTarget(&req)
+	if err != nil {
+		return nil, err
+	}
+	if p.remote {
+		return nil, p.notHere()
+	}
+	return b.fetchLocal(ctx, t, p, req)
+}
+
+// fetchTarget validates req (filling its defaults) and finds its
+// partition.
+func (b *Broker) fetchTarget(req *FetchRequest) (*topic, *partition, error) {
 	if req.Offset < 0 {
-		return nil, errorf(ErrInvalidArgument, "offset must not be negative, got %d", req.Offset)
+		return nil, nil, errorf(ErrInvalidArgument, "offset must not be negative, got %d", req.Offset)
 	}
 	if req.MaxBytes < 0 || req.MaxBytes > MaxFetchBytes {
-		return nil, errorf(ErrInvalidArgument, "max bytes must be 0 to %d, got %d", MaxFetchBytes, req.MaxBytes)
+		return nil, nil, errorf(ErrInvalidArgument, "max bytes must be 0 to %d, got %d", MaxFetchBytes, req.MaxBytes)
 	}
 	if req.MaxBytes == 0 {
 		req.MaxBytes = DefaultFetchBytes
 	}
 	if req.MaxWait < 0 || req.MaxWait > MaxFetchWait {
-		return nil, errorf(ErrInvalidArgument, "max wait must be 0 to %s, got %s", MaxFetchWait, req.MaxWait)
+		return nil, nil, errorf(ErrInvalidArgument, "max wait must be 0 to %s, got %s", MaxFetchWait, req.MaxWait)
 	}
 	t, err := b.topic(req.Topic)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := t.partition(req.Partition)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if p.remote {
-		res, err := b.remoteFetch(ctx, p, req.Offset, req.MaxBytes, req.MaxWait, req.Forwarded)
-		if err == nil {
-			b.countConsumed(p, res.Batches)
-		}
-		return res, err
-	}
+	return t, p, nil
+}
+
+// fetchLocal reads p's local replica.
+func (b *Broker) fetchLocal(ctx context.Context, t *topic, p *partition, req FetchRequest) (*FetchResult, error) {
 	var deadline <-chan time.Time
 	if req.MaxWait > 0 {
 		timer := time.NewTimer(req.MaxWait)
@@ -82,10 +110,10 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, err
 		changed := t.changed()
 		batches, start, hw, err := p.readBatches(req.Offset, req.MaxBytes)
 		if err != nil || len(batches) > 0 || deadline == nil {
-			if err == nil {
-				b.countConsumed(p, batches)
+			if err != nil {
+				return nil, err
 			}
-			return &FetchResult{Batches: batches, StartOffset: start, HighWatermark: hw}, err
+			return &FetchResult{Batches: batches, StartOffset: start, HighWatermark: hw}, nil
 		}
 		select {
 		case <-changed:
@@ -132,7 +160,8 @@ func (b *Broker) OffsetForTime(topic string, partition int32, ts int64) (int64, 
 // them); it reads the log's time index and maybe a segment.
 func (p *partition) offsetForTime(ts int64) (int64, error) {
 	if p.remote {
-		return 0, errorf(ErrUnavailable, "a position by time in %s/%d needs a node holding a replica (%v)", p.t.name, p.id, p.notHere())
+		_, _, off, err := p.b.remoteOffsets(p, true, ts)
+		return off, err
 	}
 	off, err := p.rep.Log().OffsetForTime(ts)
 	if err != nil {

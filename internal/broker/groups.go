@@ -18,7 +18,7 @@ import (
 // the committed offsets (in memory, replicated through the metadata
 // group), and the per-message ack trackers.
 //
-// Lock order: groupManager.mu, then Subscription.mu. No partition lock or
+// Lock order: groupManager.mu, then localSub.mu. No partition lock or
 // I/O is taken while holding mu, except where noted.
 type groupManager struct {
 	b *Broker
@@ -43,7 +43,7 @@ type topicPartition struct {
 type groupState struct {
 	name    string
 	g       *group.Group
-	subs    map[string]*Subscription // by member id
+	subs    map[string]*localSub // by member id
 	offsets map[topicPartition]*offsetState
 	timeout time.Duration
 }
@@ -67,7 +67,7 @@ func (m *groupManager) state(name string, timeout time.Duration) *groupState {
 			timeout = group.DefaultSessionTimeout
 		}
 		gs = &groupState{
-			name: name, subs: make(map[string]*Subscription),
+			name: name, subs: make(map[string]*localSub),
 			offsets: make(map[topicPartition]*offsetState), timeout: timeout,
 			g: group.New(name, group.Config{SessionTimeout: timeout}),
 		}
@@ -117,7 +117,7 @@ func (gs *groupState) offset(tp topicPartition) *offsetState {
 	return os
 }
 
-func (m *groupManager) join(s *Subscription) error {
+func (m *groupManager) join(s *localSub) error {
 	if err := m.seed(s.opts.Group); err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (m *groupManager) join(s *Subscription) error {
 	return nil
 }
 
-func (m *groupManager) leave(s *Subscription) {
+func (m *groupManager) leave(s *localSub) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	gs := s.gs
@@ -186,7 +186,7 @@ func (m *groupManager) prune(gs *groupState) {
 	}
 }
 
-func (m *groupManager) heartbeat(s *Subscription) error {
+func (m *groupManager) heartbeat(s *localSub) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := s.gs.g.Heartbeat(s.memberID, time.Now()); err != nil {
@@ -195,7 +195,7 @@ func (m *groupManager) heartbeat(s *Subscription) error {
 	return nil
 }
 
-func (m *groupManager) sessionTimeout(s *Subscription) time.Duration {
+func (m *groupManager) sessionTimeout(s *localSub) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return s.gs.timeout
@@ -241,7 +241,7 @@ func (m *groupManager) apply(gs *groupState, ch group.Changes) {
 }
 
 // startPartition begins delivery of pid to s. Lock: m.mu and s.mu held.
-func (m *groupManager) startPartition(gs *groupState, s *Subscription, pid int32) {
+func (m *groupManager) startPartition(gs *groupState, s *localSub, pid int32) {
 	p := s.t.partitions()[pid]
 	os := gs.offset(topicPartition{s.t.name, pid})
 	from := os.committed
@@ -267,7 +267,7 @@ func (m *groupManager) startPartition(gs *groupState, s *Subscription, pid int32
 }
 
 // room is how many new records of pid s may get now (per-message acks).
-func (m *groupManager) room(s *Subscription, pid int32) int {
+func (m *groupManager) room(s *localSub, pid int32) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := s.gs.offsets[topicPartition{s.t.name, pid}]
@@ -285,7 +285,7 @@ func (m *groupManager) room(s *Subscription, pid int32) int {
 }
 
 // delivered records that [from, to) of pid went to s, and moves its cursor.
-func (m *groupManager) delivered(s *Subscription, pid int32, from, to, gen int64) bool {
+func (m *groupManager) delivered(s *localSub, pid int32, from, to, gen int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.mu.Lock()
@@ -312,7 +312,7 @@ func (m *groupManager) delivered(s *Subscription, pid int32, from, to, gen int64
 
 // commit stores offsets committed by member s (manual mode), after checking
 // s owns each partition. The offsets are durable when it returns nil.
-func (m *groupManager) commit(s *Subscription, offsets []Offset) error {
+func (m *groupManager) commit(s *localSub, offsets []Offset) error {
 	m.mu.Lock()
 	for i := range offsets {
 		o := &offsets[i]
@@ -359,22 +359,13 @@ func (m *groupManager) store(groupName string, offsets []Offset) error {
 	return nil
 }
 
-// AdminCommit sets a group's offsets as an administrator. Refused with
-// ErrGroupNotEmpty for partitions a live member owns.
-func (b *Broker) CommitOffsets(groupName, memberID string, offsets []Offset) error {
+// commitOffsetsHere is CommitOffsets at the coordinator.
+func (b *Broker) commitOffsetsHere(groupName, memberID string, offsets []Offset) error {
 	if err := ValidateName("group", groupName); err != nil {
 		return err
 	}
 	if len(offsets) == 0 {
 		return errorf(ErrInvalidArgument, "no offsets to commit")
-	}
-	c, ctx, cancel, err := b.groupClient()
-	if err != nil {
-		return err
-	}
-	if c != nil {
-		defer cancel()
-		return b.remoteCommitOffsets(c, ctx, groupName, memberID, offsets)
 	}
 	if err := b.groups.seed(groupName); err != nil {
 		return err
@@ -382,7 +373,7 @@ func (b *Broker) CommitOffsets(groupName, memberID string, offsets []Offset) err
 	m := b.groups
 	m.mu.Lock()
 	gs := m.groups[groupName]
-	var member *Subscription
+	var member *localSub
 	if memberID != "" {
 		if gs == nil || gs.subs[memberID] == nil {
 			m.mu.Unlock()
@@ -409,13 +400,7 @@ func (b *Broker) CommitOffsets(groupName, memberID string, offsets []Offset) err
 
 // Commit commits offsets (next offset to consume) for partitions this
 // member owns. Durable when it returns nil.
-func (s *Subscription) Commit(offsets []Offset) error {
-	if s.remote != nil {
-		for i := range offsets {
-			offsets[i].Group = s.opts.Group
-		}
-		return s.remote.commit(offsets)
-	}
+func (s *localSub) Commit(offsets []Offset) error {
 	if s.gs == nil {
 		return errorf(ErrInvalidArgument, "commit needs a group subscription")
 	}
@@ -425,22 +410,16 @@ func (s *Subscription) Commit(offsets []Offset) error {
 // Ack acknowledges records (per-message ack mode). Unknown offsets are
 // reported; the committed offset moves over the contiguous acked prefix
 // and is persisted within a group tick.
-func (s *Subscription) Ack(pid int32, offsets []int64) error {
-	if s.remote != nil {
-		return s.remote.ack(s.t.name, pid, offsets, false)
-	}
+func (s *localSub) Ack(pid int32, offsets []int64) error {
 	return s.b.groups.ack(s, pid, offsets, false)
 }
 
 // Nack asks for records to be delivered again now.
-func (s *Subscription) Nack(pid int32, offsets []int64) error {
-	if s.remote != nil {
-		return s.remote.ack(s.t.name, pid, offsets, true)
-	}
+func (s *localSub) Nack(pid int32, offsets []int64) error {
 	return s.b.groups.ack(s, pid, offsets, true)
 }
 
-func (m *groupManager) ack(s *Subscription, pid int32, offsets []int64, nack bool) error {
+func (m *groupManager) ack(s *localSub, pid int32, offsets []int64, nack bool) error {
 	if s.gs == nil || s.opts.AckMode != AckPerMessage {
 		return errorf(ErrInvalidArgument, "acks need a group subscription with per-message acks")
 	}

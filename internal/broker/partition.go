@@ -27,10 +27,11 @@ type partition struct {
 
 	// rep is the partition's Raft replica on this node, or nil for a
 	// partition this node does not hold (remote): then replicas says
-	// where it is, for relays.
+	// where it is, for relays, and mirror serves its readers here.
 	rep      *replication.Replica
 	replicas []uint64
 	remote   bool
+	mirror   *mirror
 
 	mu sync.RWMutex
 	// hw is the high watermark: every offset below it is committed and
@@ -80,6 +81,8 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 func remotePartition(b *Broker, t *topic, id int32, replicas []uint64) *partition {
 	p := &partition{b: b, t: t, id: id, label: t.name, replicas: replicas, remote: true}
 	p.ring = memring.New(memring.Options{MaxRecords: 1, MaxBytes: 1})
+	p.mirror = &mirror{p: p, stop: make(chan struct{})}
+	p.mirror.tail.max = b.cfg.TailCacheBytes
 	return p
 }
 
@@ -92,13 +95,16 @@ func (p *partition) notHere() error {
 	} else if len(p.replicas) > 0 {
 		leader = p.replicas[0]
 	}
-	return &kindError{kind: ErrUnavailable, retryAfter: notLeaderRetry, leader: p.b.leaderAddr(leader),
+	return &kindError{kind: ErrUnavailable, retryAfter: notLeaderRetry, leaderNode: leader, leader: p.b.leaderAddr(leader),
 		msg: fmt.Sprintf("partition %s/%d is led by node %d (replicas %v), not node %d", p.t.name, p.id, leader, p.replicas, p.b.cfg.Cluster.NodeID)}
 }
 
 // close stops the partition's replica (which finishes what it was writing
-// and closes the log).
+// and closes the log), or a placeholder's mirror.
 func (p *partition) close() error {
+	if p.mirror != nil {
+		p.mirror.once.Do(func() { close(p.mirror.stop) })
+	}
 	if p.rep == nil {
 		return nil
 	}

@@ -28,9 +28,6 @@ type PublishRequest struct {
 	// Batch is a packed record batch. The broker owns it after the call
 	// and may modify it and keep it in its caches.
 	Batch []byte
-	// Forwarded marks a publish another node relayed here: it is served or
-	// failed, never relayed again.
-	Forwarded bool
 }
 
 // PublishResult tells where the records went.
@@ -131,7 +128,7 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: first, Count: n}, nil)
 		return
 	}
-	b.appendDurable(p, batch, n, mode, req.Forwarded, func(base int64, via string, err error) {
+	b.appendDurable(p, batch, n, mode, false, func(base int64, via string, err error) {
 		if err != nil {
 			done(nil, err)
 			return
@@ -201,7 +198,15 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, for
 		done(0, "", exhausted(diskQuotaRetry, "disk quota of %d bytes is used up", q))
 		return
 	}
-	if lead := p.rep.Leader(); lead != 0 && lead != b.cfg.Cluster.NodeID {
+	// While the group elects, wait here for its leader (this blocks the
+	// publisher's stream, as a full queue does): a batch proposed here
+	// meanwhile would come back to be relayed only once the leader is
+	// known, behind later batches of the same stream relayed at once.
+	lead := p.rep.Leader()
+	if lead == 0 {
+		lead = p.rep.WaitLeader(noLeaderWait)
+	}
+	if lead != 0 && lead != b.cfg.Cluster.NodeID {
 		// Relay from here, where waiting for room is fine: the
 		// replica's goroutine (proposeDurable's callback) must not wait.
 		b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
@@ -209,6 +214,10 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, for
 	}
 	b.proposeDurable(p, batch, n, mode, forwarded, done)
 }
+
+// noLeaderWait bounds how long a publish waits for its partition to have
+// a leader (an election takes about a second).
+const noLeaderWait = 3 * time.Second
 
 // proposeDurable hands the batch to the partition's Raft group; it is
 // answered once the leader has fsynced it (eventual) or a quorum has it

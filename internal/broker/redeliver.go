@@ -23,7 +23,7 @@ const (
 // redeliver returns records of s whose ack deadline passed (sending those
 // past MaxDeliveries to the dead-letter topic first), or how long until the
 // next deadline (0: none pending).
-func (m *groupManager) redeliver(s *Subscription, limit int) (*Delivery, time.Duration, error) {
+func (m *groupManager) redeliver(s *localSub, limit int) (*Delivery, time.Duration, error) {
 	now := time.Now()
 	var wait time.Duration
 	m.mu.Lock()
@@ -55,7 +55,7 @@ func (m *groupManager) redeliver(s *Subscription, limit int) (*Delivery, time.Du
 // parked both sets in Due; each offset leaves that state here through
 // Delivered or Ack. tr guards against a rebalance meanwhile: a revoked
 // partition's tracker is dropped and nothing is done to it.
-func (m *groupManager) resend(s *Subscription, pid int32, tr *group.Tracker, again, dead []int64) (*Delivery, time.Duration, error) {
+func (m *groupManager) resend(s *localSub, pid int32, tr *group.Tracker, again, dead []int64) (*Delivery, time.Duration, error) {
 	p := s.t.partitions()[pid]
 	for _, off := range dead {
 		rec, err := readOne(p, off)
@@ -105,7 +105,7 @@ func (m *groupManager) resend(s *Subscription, pid int32, tr *group.Tracker, aga
 // settle runs fn under the group lock if pid still has the tracker tr (a
 // revoke always drops the tracker, so the same tracker means s still owns
 // pid), and updates the committed offset after it.
-func (m *groupManager) settle(s *Subscription, pid int32, tr *group.Tracker, fn func(time.Time)) {
+func (m *groupManager) settle(s *localSub, pid int32, tr *group.Tracker, fn func(time.Time)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	os := s.gs.offsets[topicPartition{s.t.name, pid}]
@@ -141,7 +141,7 @@ func readOne(p *partition, off int64) (record.Record, error) {
 
 // deadLetter publishes rec to the subscription's dead-letter topic
 // (created with one partition if missing), with headers naming its origin.
-func (m *groupManager) deadLetter(s *Subscription, pid int32, rec record.Record) error {
+func (m *groupManager) deadLetter(s *localSub, pid int32, rec record.Record) error {
 	dlq := s.opts.DeadLetterTopic
 	if _, err := m.b.CreateTopic(dlq, TopicConfig{}, true); err != nil {
 		return err

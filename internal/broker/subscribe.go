@@ -62,9 +62,6 @@ type SubscribeOptions struct {
 	IncludePerformance bool
 	// Packed delivers durable records as whole batches where possible.
 	Packed bool
-	// Forwarded marks a group subscription another node relayed here to
-	// its coordinator: served here or refused, never relayed again.
-	Forwarded bool
 }
 
 // DeliveredRecord is a record as delivered, with where it comes from.
@@ -78,7 +75,7 @@ type DeliveredRecord struct {
 	DeliveryCount int
 }
 
-// Delivery is what one Poll returns: an assignment change, or records of
+// Delivery is what one Next returns: an assignment change, or records of
 // one partition.
 type Delivery struct {
 	// Assignment is set when the member's partitions changed.
@@ -90,6 +87,19 @@ type Delivery struct {
 	Records []DeliveredRecord
 	// Missed counts performance records evicted before this reader got them.
 	Missed int64
+}
+
+// Size is the byte credit d spends: the length of each batch, and
+// record.CreditBytes of each record.
+func (d *Delivery) Size() int64 {
+	var n int64
+	for _, bt := range d.Batches {
+		n += int64(len(bt))
+	}
+	for i := range d.Records {
+		n += record.CreditBytes(&d.Records[i].Record)
+	}
+	return n
 }
 
 // Count is the number of records in d.
@@ -110,18 +120,106 @@ type Assignment struct {
 	Generation int64
 }
 
-// Subscription is one subscriber's session. Poll is called by one
-// goroutine; Ack, Nack, Commit, Heartbeat and Close may be called from
-// others.
-type Subscription struct {
+// Subscription is one subscriber's session: a group member's, or a plain
+// subscriber's of chosen partitions. It delivers within the credit its
+// subscriber granted (credit-based flow control): Next never returns more
+// records, or more bytes (Delivery.Size), than were granted and not yet
+// spent, except that one delivery of at least one record is let through
+// when some byte credit is left, however large the record.
+//
+// Next is called by one goroutine; Grant, Ack, Nack, Commit, Heartbeat
+// and Close may be called from others. A group member's session may live
+// on another node (the group's coordinator): the Subscription then relays
+// to it and behaves the same.
+type Subscription interface {
+	// MemberID is the group member id ("" without a group).
+	MemberID() string
+	// SessionTimeout is the group session timeout in force (0 without a
+	// group): the member must call Heartbeat (or Next) more often.
+	SessionTimeout() time.Duration
+	// Coordinator is, for a group member this node relays to the group's
+	// coordinator, the coordinator's gRPC address; "" otherwise.
+	Coordinator() string
+	// Grant adds credit: records and bytes more may be delivered. Before
+	// any byte credit is granted, deliveries are bounded by records only
+	// (and MaxDeliveryBytes each).
+	Grant(records int, bytes int64)
+	// Next waits for the next delivery within credit: an assignment
+	// change (which spends none), or records of one partition. It fails
+	// when the session ends (ErrUnavailable when closed or the broker
+	// stops, ErrUnknownMember when the group session expired,
+	// ErrTopicNotFound when the topic was deleted; retriable ErrUnavailable
+	// naming the new coordinator when coordination moved) or ctx ends.
+	Next(ctx context.Context) (*Delivery, error)
+	// Ack acknowledges records of a partition (per-message ack mode):
+	// ErrInvalidArgument for offsets not awaiting an ack, ErrNotAssigned
+	// for a partition the member does not own.
+	Ack(partition int32, offsets []int64) error
+	// Nack asks for records to be delivered again now.
+	Nack(partition int32, offsets []int64) error
+	// Commit commits offsets (the next offset to consume) for partitions
+	// the member owns; durable (replicated) when it returns nil.
+	Commit(offsets []Offset) error
+	// Heartbeat keeps a group member's session alive.
+	Heartbeat() error
+	// Close ends the subscription; a group member leaves its group and its
+	// partitions move to the other members.
+	Close()
+}
+
+// MaxDeliveryBytes bounds one delivery, about: a delivery holds at least
+// one record or batch, however large.
+const MaxDeliveryBytes = 4 << 20
+
+// maxDeliveryRecords bounds the records of one delivery.
+const maxDeliveryRecords = 1 << 20
+
+// credit is what a subscription may still deliver. Lock: its owner's mu.
+type credit struct {
+	records int64
+	// bytes is the byte credit left once byteLimited (it may go negative:
+	// one delivery of at least one record is always allowed).
+	bytes       int64
+	byteLimited bool
+}
+
+func (c *credit) grant(records int, bytes int64) {
+	c.records += int64(max(records, 0))
+	if bytes > 0 {
+		c.byteLimited = true
+		c.bytes += bytes
+	}
+}
+
+// limits returns the bounds of the next delivery; ok false when there is
+// no credit.
+func (c *credit) limits() (records, bytes int, ok bool) {
+	if c.records <= 0 || c.byteLimited && c.bytes <= 0 {
+		return 0, 0, false
+	}
+	bytes = MaxDeliveryBytes
+	if c.byteLimited && c.bytes < int64(bytes) {
+		bytes = int(c.bytes)
+	}
+	return int(min(c.records, maxDeliveryRecords)), bytes, true
+}
+
+func (c *credit) spend(d *Delivery) {
+	if d.Assignment != nil {
+		return
+	}
+	c.records -= int64(d.Count())
+	c.bytes -= d.Size()
+}
+
+// localSub is a subscription served by this node: a plain subscriber, or
+// a member of a group this node coordinates.
+type localSub struct {
 	b        *Broker
 	t        *topic
 	opts     SubscribeOptions
 	memberID string
 	gs       *groupState // nil without a group
-	// remote is set when the group's coordinator is another node, which
-	// then serves this subscription (coordinator.go).
-	remote *remoteSub
 
 	// mu guards the fields below. Lock order: groupManager.mu before mu.
 	mu         sync.Mutex
@@ -130,14 +228,42 @@ type Subscription struct {
 	owned      []int32         // sorted
 	rr         int             // round-robin position in owned
 	generation int64
-	announce   bool  // an assignment change not yet returned by Poll
+	announce   bool  // an assignment change not yet returned by Next
 	ended      error // why the session ended, once it has
+	credit     credit
 	wake       chan struct{}
 }
 
-// Subscribe opens a subscription. With a group, the caller becomes a member
-// and gets partitions assigned; close it to leave.
-func (b *Broker) Subscribe(opts SubscribeOptions) (*Subscription, error) {
+// Subscribe opens a subscription. With a group, the caller becomes a
+// member and gets partitions assigned (at the group's coordinator, which
+// may be another node); close it to leave. Errors: ErrTopicNotFound,
+// ErrPartitionNotFound, ErrInvalidArgument and ErrInvalidTopicName for
+// bad options, ErrOffsetOutOfRange for a start offset outside the log,
+// retriable ErrResourceExhausted when MaxSubscriptions are open and
+// ErrUnavailable while there is no coordinator.
+func (b *Broker) Subscribe(opts SubscribeOptions) (Subscription, error) {
+	if opts.Group != "" {
+		local, node, err := b.coordinator()
+		if err != nil {
+			return nil, err
+		}
+		if !local {
+			t, err := b.topic(opts.Topic)
+			if err != nil {
+				return nil, err
+			}
+			if err := validateSubscribe(t, &opts); err != nil {
+				return nil, err
+			}
+			return b.subscribeRemote(opts, node)
+		}
+	}
+	return b.subscribeHere(opts)
+}
+
+// subscribeHere opens a subscription served by this node (for a group:
+// this node coordinates groups).
+func (b *Broker) subscribeHere(opts SubscribeOptions) (*localSub, error) {
 	t, err := b.topic(opts.Topic)
 	if err != nil {
 		return nil, err
@@ -145,28 +271,12 @@ func (b *Broker) Subscribe(opts SubscribeOptions) (*Subscription, error) {
 	if err := validateSubscribe(t, &opts); err != nil {
 		return nil, err
 	}
-	s := &Subscription{
+	s := &localSub{
 		b: b, t: t, opts: opts, wake: make(chan struct{}, 1),
 		cursors: make(map[int32]int64), ring: make(map[int32]int64),
 	}
 	if err := b.register(s); err != nil {
 		return nil, err
-	}
-	if opts.Group != "" {
-		local, addr, err := b.coordinator()
-		switch {
-		case err == nil && !local && opts.Forwarded:
-			err = b.notCoordinator()
-		case err == nil && !local:
-			err = b.subscribeRemote(s, addr)
-		}
-		if err != nil || !local {
-			if err != nil {
-				b.unregister(s)
-				return nil, err
-			}
-			return s, nil
-		}
 	}
 	if err := b.openSubscription(s); err != nil {
 		b.unregister(s)
@@ -175,7 +285,7 @@ func (b *Broker) Subscribe(opts SubscribeOptions) (*Subscription, error) {
 	return s, nil
 }
 
-func (b *Broker) openSubscription(s *Subscription) error {
+func (b *Broker) openSubscription(s *localSub) error {
 	opts, t := s.opts, s.t
 	if opts.Group == "" {
 		parts := opts.Partitions
@@ -238,7 +348,7 @@ func (b *Broker) resolveStart(p *partition, sp StartPosition) (int64, error) {
 	start, hw := p.offsets()
 	if p.remote {
 		var err error
-		if start, hw, err = b.remoteOffsets(p); err != nil {
+		if start, hw, _, err = b.remoteOffsets(p, false, 0); err != nil {
 			return 0, err
 		}
 	}
@@ -258,7 +368,7 @@ func (b *Broker) resolveStart(p *partition, sp StartPosition) (int64, error) {
 
 // addPartition starts delivering pid from offset. Lock: s.mu held or s
 // not yet shared.
-func (s *Subscription) addPartition(pid int32, offset int64) {
+func (s *localSub) addPartition(pid int32, offset int64) {
 	s.cursors[pid] = offset
 	s.ring[pid] = s.t.partitions()[pid].ring.End()
 	if i, found := slices.BinarySearch(s.owned, pid); !found {
@@ -267,7 +377,7 @@ func (s *Subscription) addPartition(pid int32, offset int64) {
 }
 
 // removePartition stops delivering pid. Lock: s.mu held.
-func (s *Subscription) removePartition(pid int32) {
+func (s *localSub) removePartition(pid int32) {
 	delete(s.cursors, pid)
 	delete(s.ring, pid)
 	if i, found := slices.BinarySearch(s.owned, pid); found {
@@ -275,82 +385,94 @@ func (s *Subscription) removePartition(pid int32) {
 	}
 }
 
-// MemberID is the group member id ("" without a group).
-func (s *Subscription) MemberID() string { return s.memberID }
+func (s *localSub) MemberID() string    { return s.memberID }
+func (s *localSub) Coordinator() string { return "" }
 
-// Coordinator is, for a group member this node relays to the group's
-// coordinator, the coordinator's gRPC address; "" otherwise.
-func (s *Subscription) Coordinator() string {
-	if s.remote != nil {
-		return s.remote.addr
-	}
-	return ""
-}
-
-// SessionTimeout is the group session timeout in force.
-func (s *Subscription) SessionTimeout() time.Duration {
-	if s.remote != nil {
-		return s.remote.timeout
-	}
+func (s *localSub) SessionTimeout() time.Duration {
 	if s.gs == nil {
 		return 0
 	}
 	return s.b.groups.sessionTimeout(s)
 }
 
-func (s *Subscription) signal() {
+func (s *localSub) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-// end finishes the session with err (first reason wins) and wakes Poll.
+// end finishes the session with err (first reason wins) and wakes Next.
 // Lock: s.mu held.
-func (s *Subscription) end(err error) {
+func (s *localSub) end(err error) {
 	if s.ended == nil {
 		s.ended = err
 	}
 	s.signal()
 }
 
-// Close ends the subscription; a group member leaves its group and its
-// partitions move to the other members.
-func (s *Subscription) Close() {
+// terminate ends the session with err from outside (the broker stops).
+func (s *localSub) terminate(err error) {
 	s.mu.Lock()
-	s.end(errorf(ErrUnavailable, "subscription closed"))
+	s.end(err)
 	s.mu.Unlock()
-	if s.remote != nil {
-		s.remote.close()
-	}
+}
+
+func (s *localSub) Close() {
+	s.terminate(errorf(ErrUnavailable, "subscription closed"))
 	if s.gs != nil {
 		s.b.groups.leave(s)
 	}
 	s.b.unregister(s)
 }
 
-// Heartbeat keeps a group member's session alive.
-func (s *Subscription) Heartbeat() error {
-	if s.remote != nil {
-		return s.remote.heartbeat()
-	}
+func (s *localSub) Heartbeat() error {
 	if s.gs == nil {
 		return nil
 	}
 	return s.b.groups.heartbeat(s)
 }
 
-// Poll waits for the next delivery: an assignment change, or records of
+func (s *localSub) Grant(records int, bytes int64) {
+	s.mu.Lock()
+	s.credit.grant(records, bytes)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *localSub) Next(ctx context.Context) (*Delivery, error) {
+	for {
+		s.mu.Lock()
+		ended := s.ended
+		records, bytes, ok := s.credit.limits()
+		s.mu.Unlock()
+		if ended != nil {
+			return nil, ended
+		}
+		if !ok {
+			select {
+			case <-s.wake:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		d, err := s.poll(ctx, records, bytes)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.credit.spend(d)
+		s.mu.Unlock()
+		return d, nil
+	}
+}
+
+// poll waits for the next delivery: an assignment change, or records of
 // one partition (at most maxRecords records and about maxBytes bytes; at
 // least one record when one is ready). It returns the reason when the
 // session ends (closed, expired, topic deleted) or ctx is done.
-func (s *Subscription) Poll(ctx context.Context, maxRecords int, maxBytes int) (*Delivery, error) {
-	if maxRecords <= 0 {
-		return nil, errorf(ErrInvalidArgument, "poll needs credit for at least one record")
-	}
-	if s.remote != nil {
-		return s.remote.poll(ctx, s, maxRecords)
-	}
+func (s *localSub) poll(ctx context.Context, maxRecords int, maxBytes int) (*Delivery, error) {
 	for {
 		changed := s.t.changed()
 		d, wait, err := s.pollOnce(maxRecords, maxBytes)
@@ -382,7 +504,7 @@ func (s *Subscription) Poll(ctx context.Context, maxRecords int, maxBytes int) (
 
 // pollOnce returns a delivery if one is ready, else how long to wait at
 // most (0: until woken).
-func (s *Subscription) pollOnce(maxRecords, maxBytes int) (*Delivery, time.Duration, error) {
+func (s *localSub) pollOnce(maxRecords, maxBytes int) (*Delivery, time.Duration, error) {
 	s.mu.Lock()
 	if s.ended != nil {
 		err := s.ended
@@ -405,21 +527,5 @@ func (s *Subscription) pollOnce(maxRecords, maxBytes int) (*Delivery, time.Durat
 		wait = w
 	}
 	d, err := s.pollNew(maxRecords, maxBytes)
-	if d == nil && err == nil && s.readsRemote() && (wait == 0 || wait > remotePollInterval) {
-		wait = remotePollInterval // no local commit wakes it for those
-	}
 	return d, wait, err
-}
-
-// readsRemote reports whether s owns a partition without a local replica.
-func (s *Subscription) readsRemote() bool {
-	parts := s.t.partitions()
-	s.mu.Lock() // owned changes in place (removePartition)
-	defer s.mu.Unlock()
-	for _, pid := range s.owned {
-		if parts[pid].remote {
-			return true
-		}
-	}
-	return false
 }

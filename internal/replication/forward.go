@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -45,17 +46,27 @@ func (t *GRPCTransport) Forward(ctx context.Context, req *tpb.ForwardRequest) (*
 
 // ForwardTo sends a command of group to node and returns its answer.
 func (t *GRPCTransport) ForwardTo(ctx context.Context, node uint64, req *tpb.ForwardRequest) (*tpb.ForwardResponse, error) {
-	t.mu.Lock()
-	p := t.peers[node]
-	t.mu.Unlock()
-	if p == nil {
-		return nil, fmt.Errorf("replication: no address for node %d", node)
-	}
-	conn, err := t.fw.conn(p.addr)
+	conn, err := t.Conn(node)
 	if err != nil {
 		return nil, err
 	}
 	return tpb.NewRaftTransportClient(conn).Forward(ctx, req)
+}
+
+// ErrNoPeer: the transport knows no address for a node.
+var ErrNoPeer = errors.New("replication: no address for the node")
+
+// Conn returns a connection to node's node-to-node listener, for the
+// other services served there (one per address, shared, kept until
+// Close). ErrNoPeer when the node's address is not known.
+func (t *GRPCTransport) Conn(node uint64) (*grpc.ClientConn, error) {
+	t.mu.Lock()
+	p := t.peers[node]
+	t.mu.Unlock()
+	if p == nil {
+		return nil, fmt.Errorf("%w %d", ErrNoPeer, node)
+	}
+	return t.fw.conn(p.addr)
 }
 
 func (f *forwarding) conn(addr string) (*grpc.ClientConn, error) {
@@ -64,7 +75,8 @@ func (f *forwarding) conn(addr string) (*grpc.ClientConn, error) {
 	if c := f.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, append(transportDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxNodeMessageBytes), grpc.MaxCallRecvMsgSize(maxNodeMessageBytes)))...)
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,12 @@ func (r *Replica) maybeCompact() error {
 // proposals raft may never hand back (not yet in any Ready): they were not
 // stored, the client sends them again.
 func (r *Replica) softState(ss *raft.SoftState, ents []*pb.Entry) {
-	r.leader.Store(ss.Lead)
+	if r.leader.Swap(ss.Lead) != ss.Lead {
+		r.leaderMu.Lock()
+		close(r.leaderc)
+		r.leaderc = make(chan struct{})
+		r.leaderMu.Unlock()
+	}
 	if ss.RaftState == raft.StateLeader {
 		// A new leader appends an empty entry of its term: the last one
 		// of this Ready.

@@ -220,6 +220,9 @@ type Replica struct {
 	held []*proposal
 
 	leader atomic.Uint64 // last known leader, for other goroutines
+	// leaderc is closed (and replaced) when leader changes.
+	leaderMu sync.Mutex
+	leaderc  chan struct{} // guarded by leaderMu
 	// leadIndex is the index of the first entry of this replica's term
 	// while it leads (0 otherwise).
 	leadIndex atomic.Uint64
@@ -267,7 +270,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 		stopc: make(chan struct{}), done: make(chan struct{}),
 		pending: make(map[uint64]*pendingEntry), byIndex: make(map[uint64]*pendingEntry),
 		reads: make(map[string]chan uint64), inflight: make(map[dedup.Key]struct{}),
-		room: make(chan struct{}), failedc: make(chan struct{}), boot: boot,
+		room: make(chan struct{}), failedc: make(chan struct{}), boot: boot, leaderc: make(chan struct{}),
 	}
 	r.applied.Store(rc.Applied)
 	r.noteVoters()
@@ -427,6 +430,34 @@ func (r *Replica) Step(m *pb.Message) {
 // Bootstrapped reports whether this replica created its group (a new
 // group: nothing was stored yet, and Config.Peers were its voters).
 func (r *Replica) Bootstrapped() bool { return r.boot }
+
+// WaitLeader returns the group's leader once one is known, waiting at most
+// d (0 when none is known by then, or the replica stopped).
+func (r *Replica) WaitLeader(d time.Duration) uint64 {
+	var timeout <-chan time.Time
+	for {
+		r.leaderMu.Lock()
+		changed := r.leaderc
+		r.leaderMu.Unlock()
+		if lead := r.leader.Load(); lead != 0 {
+			return lead
+		}
+		if timeout == nil {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return 0
+		case <-r.stopc:
+			return 0
+		case <-r.failedc:
+			return 0
+		}
+	}
+}
 
 // Leading reports whether this replica leads its group and knows what is
 // committed: the first entry of its term is applied, so every entry a

@@ -24,6 +24,10 @@ const (
 	// maxBatchEnvelopes bounds one Batch on the wire.
 	maxBatchEnvelopes = 512
 	redialBackoff     = 200 * time.Millisecond
+	// maxNodeMessageBytes bounds one message between nodes: a Raft
+	// batch, or a relayed publish or read (a record batch is at most
+	// 16 MiB).
+	maxNodeMessageBytes = 64 << 20
 )
 
 // GRPCTransport carries the Raft messages of every group on this node to
@@ -135,7 +139,7 @@ func (t *GRPCTransport) sendLoop(p *peer) {
 
 func (t *GRPCTransport) stream(p *peer) error {
 	conn, err := grpc.NewClient(p.addr, append(transportDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxNodeMessageBytes)))...)
 	if err != nil {
 		return err
 	}
@@ -236,9 +240,12 @@ const (
 )
 
 // TransportServerOptions are the options of the gRPC server that serves
-// the transport (GRPCTransport.Register).
+// the transport (GRPCTransport.Register) and the other node-to-node
+// services.
 func TransportServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(maxNodeMessageBytes),
+		grpc.MaxSendMsgSize(maxNodeMessageBytes),
 		grpc.WriteBufferSize(transportBufferBytes),
 		grpc.ReadBufferSize(transportBufferBytes),
 		grpc.InitialWindowSize(transportStreamWindow),

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/hermes-mq/hermes/pkg/record"
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -324,11 +324,17 @@ func (c *Consumer) deliver(d *hermesv1.Deliveries) error {
 }
 
 // recordCredit and batchCredit are the byte credit the broker charges for
-// what it sends (the contract of hermes.v1.Credit): the encoded size of
-// each Record message, the length of each RecordBatch's data. The
-// consumer gives back exactly these amounts, no more and no less, so its
-// byte credit neither leaks nor grows.
-func recordCredit(r *hermesv1.Record) int64     { return int64(proto.Size(r)) }
+// what it sends (the contract of hermes.v1.Credit): for a Record its key,
+// payload and headers plus record.CreditOverhead, the length of each
+// RecordBatch's data. The consumer gives back exactly these amounts, no
+// more and no less, so its byte credit neither leaks nor grows.
+func recordCredit(r *hermesv1.Record) int64 {
+	n := len(r.GetKey()) + len(r.GetPayload()) + record.CreditOverhead
+	for _, h := range r.GetHeaders() {
+		n += len(h.GetKey()) + len(h.GetValue())
+	}
+	return int64(n)
+}
 func batchCredit(b *hermesv1.RecordBatch) int64 { return int64(len(b.GetData())) }
 
 // decode turns a Deliveries message into queue entries, charging each

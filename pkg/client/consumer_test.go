@@ -79,8 +79,8 @@ func TestConsumerCredit(t *testing.T) {
 }
 
 // TestConsumerCreditBytes: the consumer gives back exactly the byte
-// credit the broker charged (proto.Size of each Record, len(data) of each
-// RecordBatch), in both forms and with performance records and records
+// credit the broker charged (each Record's key, payload and headers plus
+// 32, len(data) of each RecordBatch), in both forms and with performance records and records
 // dropped as already returned: credit neither leaks nor grows.
 func TestConsumerCreditBytes(t *testing.T) {
 	for _, packed := range []bool{true, false} {

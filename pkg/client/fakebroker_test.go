@@ -48,7 +48,8 @@ type fakeBroker struct {
 	dups        int // duplicate records dropped
 	granted     int // credit records granted back by subscribers
 	// Byte credit of the latest subscription, measured as the real broker
-	// charges it: proto.Size of each Record, len(data) of each RecordBatch.
+	// charges it: each Record's key, payload and headers plus 32, len(data)
+	// of each RecordBatch.
 	chargedBytes int64
 	grantedBytes int64
 	// perf holds injected ModePerformance records (ring offsets set by
@@ -461,7 +462,10 @@ func (s *fakeSub) collect() (*hermesv1.Deliveries, <-chan struct{}) {
 	}
 	s.credit -= n
 	for _, r := range d.Records {
-		s.f.chargedBytes += int64(proto.Size(r))
+		s.f.chargedBytes += int64(len(r.Key) + len(r.Payload) + 32)
+		for _, h := range r.Headers {
+			s.f.chargedBytes += int64(len(h.Key) + len(h.Value))
+		}
 	}
 	for _, b := range d.Batches {
 		s.f.chargedBytes += int64(len(b.Data))

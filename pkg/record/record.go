@@ -29,3 +29,20 @@ type Record struct {
 	Headers []Header
 	Payload []byte
 }
+
+// CreditOverhead is what a record counts for beyond its key, headers and
+// payload in byte credit (its id, offset, timestamp and framing, about).
+const CreditOverhead = 32
+
+// CreditBytes is the byte credit a subscriber spends on one record
+// delivered on its own (unpacked): its key, payload, and header keys and
+// values, plus CreditOverhead. A packed batch spends its length. Broker
+// and clients count alike, so what a client gives back is exactly what
+// the broker charged.
+func CreditBytes(r *Record) int64 {
+	n := len(r.Key) + len(r.Payload) + CreditOverhead
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}

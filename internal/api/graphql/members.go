@@ -19,18 +19,18 @@ type members struct {
 
 type member struct {
 	group string
-	sub   *broker.Subscription
+	sub   broker.Subscription
 }
 
 func newMembers() *members { return &members{byID: make(map[string]member)} }
 
-func (m *members) add(group string, sub *broker.Subscription) {
+func (m *members) add(group string, sub broker.Subscription) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.byID[sub.MemberID()] = member{group: group, sub: sub}
 }
 
-func (m *members) remove(sub *broker.Subscription) {
+func (m *members) remove(sub broker.Subscription) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.byID[sub.MemberID()]; ok && e.sub == sub {
@@ -40,7 +40,7 @@ func (m *members) remove(sub *broker.Subscription) {
 
 // get returns the live subscription of a member of group, or
 // ErrUnknownMember.
-func (m *members) get(group, id string) (*broker.Subscription, error) {
+func (m *members) get(group, id string) (broker.Subscription, error) {
 	if err := broker.ValidateName("group", group); err != nil {
 		return nil, err
 	}

@@ -16,8 +16,6 @@ const (
 	// polled only for as many records as there is room for, so a slow
 	// websocket slows its subscription down and nothing else.
 	eventBuffer = 256
-	// maxDeliveryBytes bounds the records of one poll, about.
-	maxDeliveryBytes = 4 << 20
 	// maxSubscriptionsPerConn bounds the open subscriptions of one
 	// websocket (the broker bounds them all: broker.Config.MaxSubscriptions).
 	maxSubscriptionsPerConn = 100
@@ -143,7 +141,7 @@ func (r *Resolver) subscribe(ctx context.Context, opts broker.SubscribeOptions) 
 // so the poller waits until every event polled before was handed over.
 type stream struct {
 	r    *Resolver
-	sub  *broker.Subscription
+	sub  broker.Subscription
 	conn *wsConn
 	auto bool // AckAuto: poll only when nothing is in flight
 
@@ -151,8 +149,10 @@ type stream struct {
 	out   chan *SubscriptionEvent // forwarder → gqlgen; closed by run
 	room  chan struct{}           // signalled when the forwarder handed an event to gqlgen
 	// inflight counts the events queued or held by the forwarder, not yet
-	// handed to gqlgen. Invariant: inflight <= eventBuffer+1 (a poll asks
-	// for at most eventBuffer-inflight records, plus one "missed" event).
+	// handed to gqlgen. The subscription's record credit starts at
+	// eventBuffer and one record is granted back as each record event is
+	// handed on, so inflight <= eventBuffer+1 (the records, plus one
+	// "missed" event).
 	inflight atomic.Int32
 
 	sent int // events handed to gqlgen; used by the forwarder only
@@ -237,6 +237,9 @@ func (s *stream) forward(ctx context.Context) {
 				sent = true
 				s.sent++
 				s.inflight.Add(-1)
+				if ev.Record != nil {
+					s.sub.Grant(1, 0) // room for one more
+				}
 				select {
 				case s.room <- struct{}{}:
 				default:
@@ -264,9 +267,9 @@ func (s *stream) heartbeat() bool {
 // queues them, until ctx ends or the subscription fails.
 func (s *stream) poll(ctx context.Context) {
 	defer close(s.queue)
+	s.sub.Grant(eventBuffer, 0)
 	for {
-		inflight := int(s.inflight.Load())
-		if room := eventBuffer - inflight; room <= 0 || (s.auto && inflight > 0) {
+		if s.auto && s.inflight.Load() > 0 {
 			select {
 			case <-s.room:
 				continue
@@ -274,7 +277,7 @@ func (s *stream) poll(ctx context.Context) {
 				return
 			}
 		}
-		d, err := s.sub.Poll(ctx, eventBuffer-inflight, maxDeliveryBytes)
+		d, err := s.sub.Next(ctx)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				s.fail(err)

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-
 	"github.com/hermes-mq/hermes/internal/broker"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -136,7 +134,6 @@ func (s *Service) Publish(ctx context.Context, req *pb.PublishRequest) (*pb.Publ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	breq.Forwarded = forwarded(ctx)
 	res, err := s.b.Publish(ctx, breq)
 	if err != nil {
 		return nil, toStatus(err)
@@ -158,7 +155,6 @@ func (s *Service) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 		Topic: req.Topic, Partition: req.Partition, Offset: req.Offset,
 		MaxBytes: int(req.MaxBytes), MaxWait: time.Duration(req.MaxWaitMs) * time.Millisecond,
 	}
-	breq.Forwarded = forwarded(ctx)
 	res, err := s.b.Fetch(ctx, breq)
 	if err != nil {
 		return nil, toStatus(err)
@@ -189,29 +185,7 @@ func (s *Service) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 	return resp, nil
 }
 
-// forwarded reports whether another node relayed this call here
-// (broker.ForwardedHeader): it is served here or refused, never relayed
-// again.
-func forwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(broker.ForwardedHeader)) > 0
-}
-
-// relayedGroupCall refuses a group request another node relayed here
-// unless this node coordinates groups (no second relay).
-func (s *Service) relayedGroupCall(ctx context.Context) error {
-	if forwarded(ctx) {
-		if err := s.b.CheckCoordinator(); err != nil {
-			return toStatus(err)
-		}
-	}
-	return nil
-}
-
 func (s *Service) CommitOffsets(ctx context.Context, req *pb.CommitOffsetsRequest) (*pb.CommitOffsetsResponse, error) {
-	if err := s.relayedGroupCall(ctx); err != nil {
-		return nil, err
-	}
 	offsets := make([]broker.Offset, len(req.Offsets))
 	for i, o := range req.Offsets {
 		offsets[i] = broker.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
@@ -223,9 +197,6 @@ func (s *Service) CommitOffsets(ctx context.Context, req *pb.CommitOffsetsReques
 }
 
 func (s *Service) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {
-	if err := s.relayedGroupCall(ctx); err != nil {
-		return nil, err
-	}
 	groups, err := s.b.ListGroups()
 	if err != nil {
 		return nil, toStatus(err)
@@ -238,9 +209,6 @@ func (s *Service) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*p
 }
 
 func (s *Service) DescribeGroup(ctx context.Context, req *pb.DescribeGroupRequest) (*pb.DescribeGroupResponse, error) {
-	if err := s.relayedGroupCall(ctx); err != nil {
-		return nil, err
-	}
 	d, err := s.b.DescribeGroup(req.Group)
 	if err != nil {
 		return nil, toStatus(err)

@@ -7,17 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/hermes-mq/hermes/internal/broker"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
-// Subscription stream bounds.
-const (
-	defaultCreditRecords = 1000
-	maxDeliveryBytes     = 4 << 20 // one Deliveries message, about
-)
+// defaultCreditRecords is a subscription's record credit when the client
+// names none.
+const defaultCreditRecords = 1000
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
@@ -40,20 +36,18 @@ func (s *Service) Subscribe(stream pb.Hermes_SubscribeServer) error {
 	if err != nil {
 		return toStatus(err)
 	}
-	opts.Forwarded = forwarded(stream.Context())
 	sub, err := s.b.Subscribe(opts)
 	if err != nil {
 		return toStatus(err)
 	}
 	defer sub.Close()
-	ss := &subStream{stream: stream, sub: sub, wake: make(chan struct{}, 1)}
+	ss := &subStream{stream: stream, sub: sub}
 	defer ss.finish()
-	ss.credit.records = int64(open.CreditRecords)
-	if ss.credit.records == 0 {
-		ss.credit.records = defaultCreditRecords
+	records := int(open.CreditRecords)
+	if records == 0 {
+		records = defaultCreditRecords
 	}
-	ss.credit.bytes = open.CreditBytes
-	ss.credit.byteLimited = open.CreditBytes > 0
+	sub.Grant(records, open.CreditBytes)
 	if err := ss.send(&pb.SubscribeResponse{Kind: &pb.SubscribeResponse_Subscribed{Subscribed: &pb.Subscribed{
 		MemberId: sub.MemberID(), SessionTimeoutMs: sub.SessionTimeout().Milliseconds(),
 		CoordinatorAddress: sub.Coordinator(),
@@ -67,7 +61,7 @@ func (s *Service) Subscribe(stream pb.Hermes_SubscribeServer) error {
 		recvErr <- ss.receive()
 		cancel()
 	}()
-	err = ss.deliver(ctx, open.Packed)
+	err = ss.deliver(ctx)
 	cancel()
 	if err == nil || errors.Is(err, context.Canceled) {
 		select {
@@ -121,7 +115,7 @@ func subscribeOptions(o *pb.SubscribeOptions) (broker.SubscribeOptions, error) {
 // subStream is one Subscribe call's state.
 type subStream struct {
 	stream pb.Hermes_SubscribeServer
-	sub    *broker.Subscription
+	sub    broker.Subscription
 	sendMu sync.Mutex
 	done   bool // guarded by sendMu: the handler returned; no more sends
 
@@ -179,17 +173,7 @@ func (ss *subStream) handle(req *pb.SubscribeRequest) error {
 		if k.Credit.Records < 0 || k.Credit.Bytes < 0 {
 			return invalid("credit must not be negative")
 		}
-		ss.credit.Lock()
-		ss.credit.records += int64(k.Credit.Records)
-		if k.Credit.Bytes > 0 {
-			ss.credit.byteLimited = true
-		}
-		ss.credit.bytes += k.Credit.Bytes
-		ss.credit.Unlock()
-		select {
-		case ss.wake <- struct{}{}:
-		default:
-		}
+		ss.sub.Grant(int(k.Credit.Records), k.Credit.Bytes)
 	case *pb.SubscribeRequest_Ack:
 		return forEachPartition(k.Ack.Records, ss.sub.Ack)
 	case *pb.SubscribeRequest_Nack:
@@ -228,58 +212,32 @@ func forEachPartition(recs []*pb.PartitionOffset, fn func(int32, []int64) error)
 	return first
 }
 
-// deliver sends deliveries while there is credit.
-func (ss *subStream) deliver(ctx context.Context, packed bool) error {
+// deliver sends what the broker delivers (within the client's credit).
+func (ss *subStream) deliver(ctx context.Context) error {
 	for {
-		ss.credit.Lock()
-		records, bytes, limited := ss.credit.records, ss.credit.bytes, ss.credit.byteLimited
-		ss.credit.Unlock()
-		if records <= 0 || limited && bytes <= 0 {
-			select {
-			case <-ss.wake:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		maxBytes := maxDeliveryBytes
-		if limited && bytes < int64(maxBytes) {
-			maxBytes = int(bytes)
-		}
-		d, err := ss.sub.Poll(ctx, int(min(records, 1<<20)), maxBytes)
+		d, err := ss.sub.Next(ctx)
 		if err != nil {
 			return err
 		}
-		resp, n, size := deliveryToPB(d)
-		ss.credit.Lock()
-		ss.credit.records -= int64(n)
-		ss.credit.bytes -= int64(size)
-		ss.credit.Unlock()
-		if err := ss.send(resp); err != nil {
+		if err := ss.send(deliveryToPB(d)); err != nil {
 			return err
 		}
 	}
 }
 
-func deliveryToPB(d *broker.Delivery) (*pb.SubscribeResponse, int, int) {
+func deliveryToPB(d *broker.Delivery) *pb.SubscribeResponse {
 	if a := d.Assignment; a != nil {
 		return &pb.SubscribeResponse{Kind: &pb.SubscribeResponse_Assignment{Assignment: &pb.Assignment{
 			Topic: a.Topic, Partitions: a.Partitions, Generation: a.Generation,
-		}}}, 0, 0
+		}}}
 	}
 	out := &pb.Deliveries{Missed: d.Missed}
-	size := 0
 	for _, bt := range d.Batches {
 		out.Batches = append(out.Batches, &pb.RecordBatch{Partition: d.Partition, Data: bt})
-		size += len(bt)
 	}
 	for i := range d.Records {
 		r := &d.Records[i]
-		pr := recordToPB(&r.Record, r.Partition, r.Mode, r.DeliveryCount)
-		out.Records = append(out.Records, pr)
-		// Byte credit is charged as the client measures what it got back:
-		// proto.Size of each Record, len(data) of each RecordBatch.
-		size += proto.Size(pr)
+		out.Records = append(out.Records, recordToPB(&r.Record, r.Partition, r.Mode, r.DeliveryCount))
 	}
-	return &pb.SubscribeResponse{Kind: &pb.SubscribeResponse_Deliveries{Deliveries: out}}, d.Count(), size
+	return &pb.SubscribeResponse{Kind: &pb.SubscribeResponse_Deliveries{Deliveries: out}}
 }

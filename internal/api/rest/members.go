@@ -9,7 +9,7 @@ import (
 // member is a group subscription open on an SSE stream of this node,
 // found by its member id when the client posts acks or commits.
 type member struct {
-	sub   *broker.Subscription
+	sub   broker.Subscription
 	group string
 	topic string
 }

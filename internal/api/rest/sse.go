@@ -94,7 +94,7 @@ type missedJSON struct {
 // auto-commit mode counts on (it commits a delivery at the next poll), and
 // at most one delivery per subscription waits in memory.
 type poller struct {
-	sub  *broker.Subscription
+	sub  broker.Subscription
 	next chan struct{} // capacity 1
 }
 
@@ -107,7 +107,7 @@ type polled struct {
 
 // stream writes deliveries until the client goes away or a subscription
 // ends; it writes an `error` event in the second case.
-func (a *API) stream(ctx context.Context, st *sseStream, subs []*broker.Subscription) {
+func (a *API) stream(ctx context.Context, st *sseStream, subs []broker.Subscription) {
 	deliveries := make(chan polled)
 	for _, s := range subs {
 		p := &poller{sub: s, next: make(chan struct{}, 1)}
@@ -144,15 +144,23 @@ func (a *API) stream(ctx context.Context, st *sseStream, subs []*broker.Subscrip
 	}
 }
 
-// run polls while it has tokens, until ctx ends or Poll fails.
+// run polls while it has tokens, until ctx ends or Next fails. Its
+// subscription's credit is one delivery's worth (sseBatchRecords,
+// sseBatchBytes), granted back once the delivery was written.
 func (p *poller) run(ctx context.Context, out chan<- polled) {
+	p.sub.Grant(sseBatchRecords, sseBatchBytes)
+	var last *broker.Delivery
 	for {
 		select {
 		case <-p.next:
 		case <-ctx.Done():
 			return
 		}
-		d, err := p.sub.Poll(ctx, sseBatchRecords, sseBatchBytes)
+		if last != nil && last.Assignment == nil {
+			p.sub.Grant(last.Count(), last.Size())
+		}
+		d, err := p.sub.Next(ctx)
+		last = d
 		select {
 		case out <- polled{d, err, p}:
 		case <-ctx.Done():
@@ -167,7 +175,7 @@ func (p *poller) run(ctx context.Context, out chan<- polled) {
 // keepSession heartbeats a group member while its stream is open, even
 // while a write waits for a slow client: the member is alive as long as
 // its connection is.
-func (a *API) keepSession(ctx context.Context, sub *broker.Subscription) {
+func (a *API) keepSession(ctx context.Context, sub broker.Subscription) {
 	every := a.opts.HeartbeatInterval
 	if every == 0 {
 		every = min(3*time.Second, max(sub.SessionTimeout()/3, 100*time.Millisecond))

@@ -150,13 +150,13 @@ func parsePartitions(s string) ([]int32, error) {
 // to resume after a Last-Event-ID, one for that event's partition (from
 // the next offset, or the log start if retention took it) and one for
 // the other partitions (from `from`).
-func (a *API) openSubscriptions(opts broker.SubscribeOptions, resume *eventID) ([]*broker.Subscription, error) {
+func (a *API) openSubscriptions(opts broker.SubscribeOptions, resume *eventID) ([]broker.Subscription, error) {
 	if resume == nil {
 		sub, err := a.b.Subscribe(opts)
 		if err != nil {
 			return nil, err
 		}
-		return []*broker.Subscription{sub}, nil
+		return []broker.Subscription{sub}, nil
 	}
 	ti, err := a.b.Topic(opts.Topic)
 	if err != nil {
@@ -179,7 +179,7 @@ func (a *API) openSubscriptions(opts broker.SubscribeOptions, resume *eventID) (
 	if err != nil {
 		return nil, err
 	}
-	subs := []*broker.Subscription{first}
+	subs := []broker.Subscription{first}
 	rest := opts
 	rest.Partitions = slices.DeleteFunc(slices.Clone(parts), func(p int32) bool { return p == resume.partition })
 	if len(rest.Partitions) > 0 {

@@ -2184,8 +2184,9 @@ func (x *SubscribeOptions) GetClientId() string {
 	return ""
 }
 
-// Credit lets the broker send more. Bytes are counted as the encoded size
-// of each Record message plus the length of each RecordBatch's data.
+// Credit lets the broker send more. Bytes are counted as the length of
+// each RecordBatch's data, and for each Record its key, payload, and
+// header keys and values, plus 32 (the Go SDK's record.CreditBytes).
 type Credit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       int32                  `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
