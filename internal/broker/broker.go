@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/cluster"
 	"github.com/hermes-mq/hermes/internal/meta"
 )
 
@@ -44,7 +45,7 @@ type Broker struct {
 	subs   map[session]struct{} // open subscriptions, bounded by MaxSubscriptions
 
 	// cl is this node's part of the cluster (of one, on a single node).
-	cl *clusterNode
+	cl *cluster.Node
 	// metaMu serializes acting on metadata changes (onMetaChange, on the
 	// metadata group's goroutine) with reconcile. replaying is set while
 	// the metadata group replays its log at start. Both guarded by metaMu.
@@ -71,7 +72,7 @@ func Open(cfg Config) (*Broker, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("broker: Config.DataDir is required")
 	}
-	if err := cfg.Cluster.validate(); err != nil {
+	if err := cfg.Cluster.Validate(); err != nil {
 		return nil, err
 	}
 	for _, d := range []string{topicsDir(cfg.DataDir), trashDir(cfg.DataDir)} {
@@ -116,7 +117,8 @@ func (b *Broker) open() error {
 	}
 	if legacy != nil {
 		if err := b.migrateLegacy(legacy); err != nil {
-			b.cl.close()
+			b.cl.Stop()
+			b.cl.Close()
 			return err
 		}
 	}
@@ -166,10 +168,9 @@ func (b *Broker) Close() error {
 	b.EndSubscriptions()
 	b.wg.Wait()
 	b.groups.close()
-	b.cl.meta.Close() // no more topic changes while the partitions close
+	b.cl.Stop() // no more topic changes while the partitions close
 	err := b.closeTopics()
-	b.cl.srv.Stop()
-	b.cl.tr.Close()
+	b.cl.Close()
 	b.relays.close()
 	if e := b.meta.Close(); err == nil {
 		err = e
@@ -201,7 +202,7 @@ func (b *Broker) closeTopics() error {
 func (b *Broker) NodeID() uint64 { return b.cfg.Cluster.NodeID }
 
 // RaftAddr is the node-to-node address this node listens at.
-func (b *Broker) RaftAddr() string { return b.cl.cfg.RaftAddr }
+func (b *Broker) RaftAddr() string { return b.cfg.Cluster.RaftAddr }
 
 // Ready reports whether the broker serves requests.
 func (b *Broker) Ready() bool {
@@ -216,7 +217,7 @@ func (b *Broker) topic(name string) (*topic, error) {
 	t, err := b.lookupTopic(name)
 	if errors.Is(err, ErrTopicNotFound) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		serr := b.cl.meta.Sync(ctx)
+		serr := b.cl.Meta().Sync(ctx)
 		cancel()
 		if serr == nil {
 			return b.lookupTopic(name)
@@ -244,8 +245,11 @@ func (b *Broker) lookupTopic(name string) (*topic, error) {
 // CreateTopic creates a topic through the metadata group, from any node;
 // it returns once this node has applied the creation. With ifNotExists,
 // an existing topic is returned unchanged instead of ErrTopicExists.
-func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error) {
+func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error) {
 	if err := ValidateName("topic", name); err != nil {
+		return TopicInfo{}, err
+	}
+	if err := b.authorize(ctx, ActionCreate, topicResource(name)); err != nil {
 		return TopicInfo{}, err
 	}
 	cfg, err := cfg.withDefaults()
@@ -257,7 +261,13 @@ func (b *Broker) CreateTopic(name string, cfg TopicConfig, ifNotExists bool) (To
 
 // DeleteTopic deletes a topic, its data and its groups' offsets, through
 // the metadata group. Subscriptions on it end with ErrTopicNotFound.
-func (b *Broker) DeleteTopic(name string) error {
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if err := ValidateName("topic", name); err != nil {
+		return err
+	}
+	if err := b.authorize(ctx, ActionDelete, topicResource(name)); err != nil {
+		return err
+	}
 	if _, err := b.topic(name); err != nil {
 		return err
 	}
@@ -310,8 +320,21 @@ func (b *Broker) emptyTrash() {
 	}
 }
 
-// Topics describes every topic, sorted by name.
-func (b *Broker) Topics() []TopicInfo {
+// Topics describes every topic the principal may describe, sorted by
+// name.
+func (b *Broker) Topics(ctx context.Context) ([]TopicInfo, error) {
+	all := b.topicInfos()
+	out := all[:0]
+	for _, ti := range all {
+		if b.authorize(ctx, ActionDescribe, topicResource(ti.Name)) == nil {
+			out = append(out, ti)
+		}
+	}
+	return out, nil
+}
+
+// topicInfos describes every topic, sorted by name.
+func (b *Broker) topicInfos() []TopicInfo {
 	b.mu.RLock()
 	ts := make([]*topic, 0, len(b.topics))
 	for _, t := range b.topics {
@@ -329,7 +352,18 @@ func (b *Broker) Topics() []TopicInfo {
 }
 
 // Topic describes one topic.
-func (b *Broker) Topic(name string) (TopicInfo, error) {
+func (b *Broker) Topic(ctx context.Context, name string) (TopicInfo, error) {
+	if err := ValidateName("topic", name); err != nil {
+		return TopicInfo{}, err
+	}
+	if err := b.authorize(ctx, ActionDescribe, topicResource(name)); err != nil {
+		return TopicInfo{}, err
+	}
+	return b.topicInfo(name)
+}
+
+// topicInfo describes one topic.
+func (b *Broker) topicInfo(name string) (TopicInfo, error) {
 	t, err := b.topic(name)
 	if err != nil {
 		return TopicInfo{}, err

@@ -67,7 +67,7 @@ func fetchAll(t *testing.T, b *Broker, topic string, p int32) []record.Record {
 
 func TestPublishFetchRoundTrip(t *testing.T) {
 	b := openTest(t, t.TempDir(), nil)
-	if _, err := b.CreateTopic("orders", TopicConfig{Partitions: 3}, false); err != nil {
+	if _, err := b.CreateTopic(context.Background(), "orders", TopicConfig{Partitions: 3}, false); err != nil {
 		t.Fatal(err)
 	}
 	// Keyed records go to murmur2(key) % 3; keyless ones to one partition per request.
@@ -114,7 +114,7 @@ func TestPublishFetchRoundTrip(t *testing.T) {
 
 func TestErrorsAreTyped(t *testing.T) {
 	b := openTest(t, t.TempDir(), nil)
-	if _, err := b.CreateTopic("t", TopicConfig{Partitions: 2, MaxMessageBytes: 100}, false); err != nil {
+	if _, err := b.CreateTopic(context.Background(), "t", TopicConfig{Partitions: 2, MaxMessageBytes: 100}, false); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -123,10 +123,16 @@ func TestErrorsAreTyped(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"exists", func() error { _, err := b.CreateTopic("t", TopicConfig{}, false); return err }(), ErrTopicExists},
-		{"bad name", func() error { _, err := b.CreateTopic("a/b", TopicConfig{}, false); return err }(), ErrInvalidTopicName},
-		{"long name", func() error { _, err := b.CreateTopic(string(make([]byte, 250)), TopicConfig{}, false); return err }(), ErrInvalidTopicName},
-		{"bad partitions", func() error { _, err := b.CreateTopic("u", TopicConfig{Partitions: -1}, false); return err }(), ErrInvalidArgument},
+		{"exists", func() error { _, err := b.CreateTopic(context.Background(), "t", TopicConfig{}, false); return err }(), ErrTopicExists},
+		{"bad name", func() error { _, err := b.CreateTopic(context.Background(), "a/b", TopicConfig{}, false); return err }(), ErrInvalidTopicName},
+		{"long name", func() error {
+			_, err := b.CreateTopic(context.Background(), string(make([]byte, 250)), TopicConfig{}, false)
+			return err
+		}(), ErrInvalidTopicName},
+		{"bad partitions", func() error {
+			_, err := b.CreateTopic(context.Background(), "u", TopicConfig{Partitions: -1}, false)
+			return err
+		}(), ErrInvalidArgument},
 		{"unknown topic", func() error {
 			_, err := b.Publish(ctx, &PublishRequest{Topic: "nope", Partition: AnyPartition, Records: recs("x", 1)})
 			return err
@@ -151,7 +157,7 @@ func TestErrorsAreTyped(t *testing.T) {
 			_, err := b.Fetch(ctx, FetchRequest{Topic: "t", Offset: 5})
 			return err
 		}(), ErrOffsetOutOfRange},
-		{"unknown group", func() error { _, err := b.DescribeGroup("g"); return err }(), ErrGroupNotFound},
+		{"unknown group", func() error { _, err := b.DescribeGroup(context.Background(), "g"); return err }(), ErrGroupNotFound},
 		{"too many headers", func() error {
 			r := record.Record{Payload: []byte("x"), Headers: make([]record.Header, record.MaxRecordHeaders+1)}
 			_, err := b.Publish(ctx, &PublishRequest{Topic: "t", Partition: 0, Records: []record.Record{r}})
@@ -170,8 +176,8 @@ func TestErrorsAreTyped(t *testing.T) {
 func TestPerformanceModeStaysInMemory(t *testing.T) {
 	dir := t.TempDir()
 	b := openTest(t, dir, nil)
-	b.CreateTopic("live", TopicConfig{}, false)
-	sub, err := b.Subscribe(SubscribeOptions{Topic: "live", IncludePerformance: true})
+	b.CreateTopic(context.Background(), "live", TopicConfig{}, false)
+	sub, err := b.Subscribe(context.Background(), SubscribeOptions{Topic: "live", IncludePerformance: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +192,7 @@ func TestPerformanceModeStaysInMemory(t *testing.T) {
 	if err != nil || len(d.Records) != 5 || d.Records[0].Mode != ModePerformance {
 		t.Fatalf("poll = %+v, %v", d, err)
 	}
-	ti, _ := b.Topic("live")
+	ti, _ := b.Topic(context.Background(), "live")
 	if ti.Partitions[0].EndOffset != 0 || ti.Partitions[0].RingEnd != 5 {
 		t.Fatalf("partition info %+v", ti.Partitions[0])
 	}
@@ -230,15 +236,15 @@ func poll(t *testing.T, s Subscription, max int) *Delivery {
 func TestGroupRebalanceAndResume(t *testing.T) {
 	dir := t.TempDir()
 	b := openTest(t, dir, nil)
-	b.CreateTopic("jobs", TopicConfig{Partitions: 4}, false)
-	a, err := b.Subscribe(SubscribeOptions{Topic: "jobs", Group: "workers", Start: StartPosition{Kind: StartEarliest}})
+	b.CreateTopic(context.Background(), "jobs", TopicConfig{Partitions: 4}, false)
+	a, err := b.Subscribe(context.Background(), SubscribeOptions{Topic: "jobs", Group: "workers", Start: StartPosition{Kind: StartEarliest}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := poll(t, a, 10); d.Assignment == nil || len(d.Assignment.Partitions) != 4 {
 		t.Fatalf("first member assignment %+v", d.Assignment)
 	}
-	c, _ := b.Subscribe(SubscribeOptions{Topic: "jobs", Group: "workers", Start: StartPosition{Kind: StartEarliest}})
+	c, _ := b.Subscribe(context.Background(), SubscribeOptions{Topic: "jobs", Group: "workers", Start: StartPosition{Kind: StartEarliest}})
 	da, dc := poll(t, a, 10), poll(t, c, 10)
 	if len(da.Assignment.Partitions) != 2 || len(dc.Assignment.Partitions) != 2 {
 		t.Fatalf("after join: a=%v c=%v", da.Assignment, dc.Assignment)
@@ -275,14 +281,14 @@ func TestGroupRebalanceAndResume(t *testing.T) {
 		}
 	}
 	a.Close()
-	desc, err := b.DescribeGroup("workers")
+	desc, err := b.DescribeGroup(context.Background(), "workers")
 	if err != nil || len(desc.Partitions) != 4 {
 		t.Fatalf("describe: %+v %v", desc, err)
 	}
 	b.Close()
 
 	b2 := openTest(t, dir, nil)
-	desc, err = b2.DescribeGroup("workers")
+	desc, err = b2.DescribeGroup(context.Background(), "workers")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,9 +301,9 @@ func TestGroupRebalanceAndResume(t *testing.T) {
 
 func TestPerMessageAckRedeliveryAndDeadLetter(t *testing.T) {
 	b := openTest(t, t.TempDir(), nil)
-	b.CreateTopic("tasks", TopicConfig{}, false)
+	b.CreateTopic(context.Background(), "tasks", TopicConfig{}, false)
 	mustPublish(t, b, &PublishRequest{Topic: "tasks", Partition: 0, Records: recs("t", 3)})
-	s, err := b.Subscribe(SubscribeOptions{
+	s, err := b.Subscribe(context.Background(), SubscribeOptions{
 		Topic: "tasks", Group: "g", AckMode: AckPerMessage, Start: StartPosition{Kind: StartEarliest},
 		AckWait: 30 * time.Millisecond, MaxDeliveries: 2,
 	})
@@ -324,7 +330,7 @@ func TestPerMessageAckRedeliveryAndDeadLetter(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		pollN(ctx, s, 10)
 		cancel()
-		if ti, err := b.Topic("tasks.dlq"); err == nil && ti.Partitions[0].EndOffset == 1 {
+		if ti, err := b.Topic(context.Background(), "tasks.dlq"); err == nil && ti.Partitions[0].EndOffset == 1 {
 			break
 		}
 	}
@@ -332,7 +338,7 @@ func TestPerMessageAckRedeliveryAndDeadLetter(t *testing.T) {
 	if len(dlq) != 1 || string(dlq[0].Payload) != "t-1" {
 		t.Fatalf("dlq = %+v", dlq)
 	}
-	desc, _ := b.DescribeGroup("g")
+	desc, _ := b.DescribeGroup(context.Background(), "g")
 	if desc.Partitions[0].Committed != 3 {
 		t.Fatalf("committed after DLQ = %d, want 3", desc.Partitions[0].Committed)
 	}
@@ -341,7 +347,7 @@ func TestPerMessageAckRedeliveryAndDeadLetter(t *testing.T) {
 func TestRestartKeepsAcknowledgedRecords(t *testing.T) {
 	dir := t.TempDir()
 	b := openTest(t, dir, nil)
-	b.CreateTopic("d", TopicConfig{Partitions: 2}, false)
+	b.CreateTopic(context.Background(), "d", TopicConfig{Partitions: 2}, false)
 	for i := 0; i < 50; i++ {
 		mustPublish(t, b, &PublishRequest{Topic: "d", Partition: int32(i % 2), Mode: ModeEventual, Records: recs("r", 10)})
 	}
@@ -352,13 +358,13 @@ func TestRestartKeepsAcknowledgedRecords(t *testing.T) {
 			t.Fatalf("partition %d has %d records after restart", p, len(got))
 		}
 	}
-	if err := b.DeleteTopic("d"); err != nil {
+	if err := b.DeleteTopic(context.Background(), "d"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Topic("d"); !errors.Is(err, ErrTopicNotFound) {
+	if _, err := b.Topic(context.Background(), "d"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("deleted topic: %v", err)
 	}
-	if _, err := b.CreateTopic("d", TopicConfig{}, false); err != nil {
+	if _, err := b.CreateTopic(context.Background(), "d", TopicConfig{}, false); err != nil {
 		t.Fatalf("recreate: %v", err)
 	}
 }
@@ -369,7 +375,7 @@ func TestRestartKeepsAcknowledgedRecords(t *testing.T) {
 func TestRetriedPublishIsNotStoredTwice(t *testing.T) {
 	dir := t.TempDir()
 	b := openTest(t, dir, nil)
-	b.CreateTopic("dd", TopicConfig{}, false)
+	b.CreateTopic(context.Background(), "dd", TopicConfig{}, false)
 	mk := func(n int) []record.Record {
 		rs := recs("dup", n)
 		for i := range rs {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,187 +18,87 @@ import (
 	"github.com/hermes-mq/hermes/internal/replication"
 )
 
-// ClusterConfig says which cluster the broker is a node of. A node with no
-// Peers (the default) is a cluster of one: it bootstraps the metadata
-// group alone, and grows into a cluster by adding nodes to it (started
-// with Join). Every partition is a Raft group on its replicas (placement
-// by cluster.Place).
-type ClusterConfig struct {
-	// NodeID is this node's id (default 1). A data directory belongs to
-	// the id it was first opened with.
-	NodeID uint64
-	// RaftAddr is where this node listens for other nodes (default
-	// 127.0.0.1:0: a free port, for a cluster of one).
-	RaftAddr string
-	// Peers maps every node id of the metadata group (this one included)
-	// to its RaftAddr, to bootstrap a cluster of several; empty: a
-	// cluster of one.
-	Peers map[uint64]string
-	// GRPCAddr and HTTPAddr are the addresses clients reach this node at
-	// (advertised to the other nodes for redirects).
-	GRPCAddr, HTTPAddr string
-	// ReplicationFactor is the default number of replicas of a partition
-	// (0: min(3, the metadata group's voters) when the topic is created).
-	ReplicationFactor int32
-	// TickInterval is the Raft tick (default 100ms: elections after about
-	// a second).
-	TickInterval time.Duration
-	// Join: this node is new to a running cluster. It does not bootstrap
-	// the metadata group with Peers (which then only tell it where the
-	// other nodes are); it waits until a member adds it (AddClusterNode),
-	// then catches up and registers.
-	Join bool
-	// MetaSnapshotEntries: the metadata log is compacted every so many
-	// entries (default 1000).
-	MetaSnapshotEntries int
-}
+// ClusterConfig says which cluster the broker is a node of (see
+// cluster.NodeConfig); the zero value is a cluster of one, node 1.
+type ClusterConfig = cluster.NodeConfig
 
-// clusterNode is the broker's part of a cluster.
-type clusterNode struct {
-	cfg  ClusterConfig
-	host *replication.Host
-	tr   *replication.GRPCTransport
-	srv  *grpc.Server
-	meta *cluster.MetaGroup
-}
+// Move is one partition's planned replica move.
+type Move = cluster.Move
 
-func (c *ClusterConfig) validate() error {
-	if c.NodeID == 0 {
-		c.NodeID = 1
-	}
-	if len(c.Peers) == 0 {
-		if c.Join {
-			return errors.New("cluster: joining a cluster needs its nodes' addresses (peers)")
-		}
-		if c.RaftAddr == "" {
-			c.RaftAddr = "127.0.0.1:0"
-		}
-		c.Peers = map[uint64]string{c.NodeID: c.RaftAddr}
-	}
-	if c.Peers[c.NodeID] == "" {
-		return fmt.Errorf("cluster: node %d is not among the peers %v", c.NodeID, c.Peers)
-	}
-	if c.RaftAddr == "" {
-		c.RaftAddr = c.Peers[c.NodeID]
-	}
-	if c.ReplicationFactor < 0 || c.ReplicationFactor > maxReplicationFactor {
-		return fmt.Errorf("cluster: replication factor must be 1 to %d, got %d", maxReplicationFactor, c.ReplicationFactor)
-	}
-	return nil
-}
-
-// alone reports whether this node bootstraps a cluster of one.
-func (c *ClusterConfig) alone() bool { return len(c.Peers) == 1 && !c.Join }
-
-// startCluster joins the cluster: the node-to-node listener, the metadata
-// group (whose replay opens the partitions this node holds), and the
-// registration of this node's addresses. A cluster of one is registered
-// before startCluster returns; on a cluster of several, registration
-// waits for a quorum in the background.
+// startCluster starts this node's part of the cluster (cluster.StartNode:
+// the node-to-node listener serving Raft and the node service, the
+// metadata group) and then opens the topics the metadata holds.
 func (b *Broker) startCluster() error {
-	c := &b.cfg.Cluster // validated
-	lis, err := net.Listen("tcp", c.RaftAddr)
-	if err != nil {
-		return fmt.Errorf("cluster: listen on %s: %w", c.RaftAddr, err)
-	}
-	if c.alone() { // a free port chosen by the kernel is the address
-		c.RaftAddr = lis.Addr().String()
-		c.Peers = map[uint64]string{c.NodeID: c.RaftAddr}
-	}
-	cn := &clusterNode{cfg: *c, host: replication.NewHost()}
-	cn.tr = replication.NewGRPCTransport(c.NodeID, cn.host.Deliver, b.log.With("component", "raft"))
-	var voters []uint64
-	for id, addr := range c.Peers {
-		voters = append(voters, id)
-		if id != c.NodeID {
-			cn.tr.SetPeer(id, addr)
-		}
-	}
-	slices.Sort(voters)
-	cn.srv = grpc.NewServer(replication.TransportServerOptions()...)
-	cn.tr.Register(cn.srv)
-	nodepb.RegisterNodeServer(cn.srv, &nodeService{b: b})
-	go cn.srv.Serve(lis)
-	b.cl = cn
-	if c.Join {
-		voters = nil
-	}
 	b.replaying = true
-	cn.meta, err = cluster.OpenMetaGroup(cluster.MetaConfig{
-		NodeID: c.NodeID, Peers: voters, Dir: filepath.Join(b.cfg.DataDir, "cluster", "meta"), OnMember: b.onMember,
-		Meta: b.meta, Transport: cn.tr, Host: cn.host, Forward: cn.tr,
-		Logger: b.log.With("group", cluster.MetaGroupName), TickInterval: c.TickInterval, SnapshotEntries: c.MetaSnapshotEntries,
+	n, err := cluster.StartNode(b.cfg.Cluster, cluster.StartConfig{
+		Dir: filepath.Join(b.cfg.DataDir, "cluster"), Meta: b.meta, Logger: b.log,
+		Services: func(s *grpc.Server) { nodepb.RegisterNodeServer(s, &nodeService{b: b}) },
 		OnChange: b.onMetaChange,
 	})
 	if err != nil {
-		cn.srv.Stop()
-		cn.tr.Close()
 		return err
 	}
+	b.cl = n
+	b.cfg.Cluster = n.Config()
 	b.reconcile()
-	if c.alone() {
-		ctx, cancel := context.WithTimeout(context.Background(), aloneStartTimeout)
-		err := b.registerNode(ctx)
-		cancel()
-		if err != nil {
-			cn.close()
-			return fmt.Errorf("cluster: register this node: %w", err)
-		}
-	} else {
-		b.wg.Add(1)
-		go b.registerSelf()
-	}
-	b.wg.Add(2)
-	go b.every(leaderBalanceInterval, b.balanceLeaders)
-	go b.every(moveInterval, b.driveMoves)
-	b.log.Info("cluster node started", "node", c.NodeID, "raft", c.RaftAddr, "peers", len(c.Peers))
 	return nil
 }
 
-// aloneStartTimeout bounds the start of a cluster of one: electing itself
-// and registering take a few fsyncs.
-const aloneStartTimeout = 30 * time.Second
-
-// maxReplicationFactor bounds the replicas of a partition.
-const maxReplicationFactor = 7
-
-// registerCmd announces this node's addresses.
-func (b *Broker) registerCmd() *cpb.Command {
-	c := b.cl.cfg
-	return &cpb.Command{Kind: &cpb.Command_RegisterNode{RegisterNode: &cpb.RegisterNode{
-		Id: c.NodeID, RaftAddr: c.RaftAddr, GrpcAddr: c.GRPCAddr, HttpAddr: c.HTTPAddr}}}
-}
-
-// registerNode announces this node's addresses through the metadata group.
-func (b *Broker) registerNode(ctx context.Context) error {
-	_, err := b.cl.meta.Run(ctx, b.registerCmd())
-	return err
-}
-
-// registerSelf announces this node's addresses through the metadata group,
-// retrying until it succeeds or the broker stops.
-func (b *Broker) registerSelf() {
-	defer b.wg.Done()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := b.registerNode(ctx)
-		cancel()
-		if err == nil {
-			b.log.Info("cluster node registered", "node", b.cl.cfg.NodeID)
-			return
-		}
-		select {
-		case <-b.stop:
-			return
-		case <-time.After(metadataRetry):
-		}
+// Rebalance plans and starts replica moves that spread the partitions'
+// replicas evenly over the nodes, moving every replica off the drained
+// nodes (to remove them afterwards). The moves go on in the background
+// (DescribeCluster shows each moving partition's target); it returns the
+// moves started. Errors: retriable ErrUnavailable.
+func (b *Broker) Rebalance(ctx context.Context, drain []uint64) ([]Move, error) {
+	if err := b.authorize(ctx, ActionAlter, clusterResource); err != nil {
+		return nil, err
 	}
+	moves, err := b.cl.Rebalance(ctx, drain)
+	return moves, b.clusterError("rebalance", err)
 }
 
-func (cn *clusterNode) close() {
-	cn.meta.Close()
-	cn.srv.Stop()
-	cn.tr.Close()
+// CancelMoves stops the replica moves in progress (see
+// cluster.Node.CancelMoves) and returns them.
+func (b *Broker) CancelMoves(ctx context.Context) ([]Move, error) {
+	if err := b.authorize(ctx, ActionAlter, clusterResource); err != nil {
+		return nil, err
+	}
+	moves, err := b.cl.CancelMoves(ctx)
+	return moves, b.clusterError("cancel moves", err)
+}
+
+// AddNode adds a node (started with --join, listening for other nodes
+// at raftAddr) to the cluster. ErrInvalidArgument for a bad id or
+// address.
+func (b *Broker) AddNode(ctx context.Context, id uint64, raftAddr string) error {
+	if err := b.authorize(ctx, ActionAlter, clusterResource); err != nil {
+		return err
+	}
+	return b.clusterError(fmt.Sprintf("add node %d", id), b.cl.AddNode(ctx, id, raftAddr))
+}
+
+// RemoveNode takes a node out of the cluster; refused
+// (ErrInvalidArgument) while it holds partition replicas.
+func (b *Broker) RemoveNode(ctx context.Context, id uint64) error {
+	if err := b.authorize(ctx, ActionAlter, clusterResource); err != nil {
+		return err
+	}
+	err := b.cl.RemoveNode(ctx, id)
+	if errors.Is(err, cluster.ErrNodeInUse) {
+		return errorf(ErrInvalidArgument, "node %d still holds partition replicas; move them first with hermes cluster rebalance --drain %d (%v)", id, id, err)
+	}
+	return b.clusterError(fmt.Sprintf("remove node %d", id), err)
+}
+
+// clusterError maps a membership or move operation's error to its kind.
+func (b *Broker) clusterError(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, cluster.ErrBadCommand):
+		return errorf(ErrInvalidArgument, "%s: %v", what, err)
+	}
+	return &kindError{kind: ErrUnavailable, retryAfter: metadataRetry, msg: fmt.Sprintf("%s: %v", what, err)}
 }
 
 // onMetaChange acts on an applied metadata command: open the partitions of
@@ -224,22 +123,12 @@ func (b *Broker) onMetaChange(ch cluster.Change) {
 	case ch.Deleted != nil:
 		b.removeClusterTopic(ch.Deleted.Name, ch.Deleted.ID)
 	case ch.Node != nil:
-		b.learnNode(*ch.Node)
+		b.log.Info("cluster node known", "node", ch.Node.ID, "grpc", ch.Node.GRPCAddr)
 	case ch.Removed != nil:
 		b.log.Info("cluster node deregistered", "node", ch.Removed.ID)
 	case ch.Moved != nil:
 		b.moveReplicas(ch.Moved)
 	}
-}
-
-// learnNode makes the transport reach a node that joined at runtime at
-// the address it registered; the static --peers addresses (which may
-// differ: a proxy, a NAT) stay as configured.
-func (b *Broker) learnNode(n cluster.Node) {
-	if _, static := b.cl.cfg.Peers[n.ID]; !static && n.ID != b.cl.cfg.NodeID && n.RaftAddr != "" {
-		b.cl.tr.SetPeer(n.ID, n.RaftAddr)
-	}
-	b.log.Info("cluster node known", "node", n.ID, "grpc", n.GRPCAddr)
 }
 
 // reconcile ends the replay at start: it opens every topic of the
@@ -250,10 +139,7 @@ func (b *Broker) reconcile() {
 	b.metaMu.Lock()
 	defer b.metaMu.Unlock()
 	b.replaying = false
-	for _, n := range b.cl.meta.Nodes() {
-		b.learnNode(n)
-	}
-	for _, ct := range b.cl.meta.Topics() {
+	for _, ct := range b.cl.Meta().Topics() {
 		if err := b.openClusterTopic(ct); err != nil {
 			b.log.Error("cannot open the partitions of a topic", "topic", ct.Name, "err", err)
 		}
@@ -270,7 +156,7 @@ func (b *Broker) sweepLater() {
 	defer b.wg.Done()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := b.cl.meta.Sync(ctx)
+		err := b.cl.Meta().Sync(ctx)
 		cancel()
 		if err == nil {
 			break
@@ -285,11 +171,11 @@ func (b *Broker) sweepLater() {
 	defer b.metaMu.Unlock()
 	dirs := make(map[string]bool) // topic directories to keep
 	keep := make(map[string]bool) // group names of the partitions to keep
-	for _, ct := range b.cl.meta.Topics() {
-		dirs[dirName(ct.Name, ct.ID)] = true
+	for _, ct := range b.cl.Meta().Topics() {
+		dirs[cluster.DirName(ct.Name, ct.ID)] = true
 		for i := range ct.Replicas {
 			if ct.Holds(i, b.cfg.Cluster.NodeID) {
-				keep[groupName(ct.Name, ct.ID, int32(i))] = true
+				keep[cluster.GroupName(ct.Name, ct.ID, int32(i))] = true
 			}
 		}
 	}
@@ -353,7 +239,7 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 	if t == nil || t.state != topicActive {
 		return
 	}
-	self := b.cl.cfg.NodeID
+	self := b.cfg.Cluster.NodeID
 	parts := slices.Clone(t.partitions())
 	var gone []*partition
 	for i, cur := range parts {
@@ -391,214 +277,6 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 		p.delete()
 		b.log.Info("partition replica moved away", "topic", t.name, "partition", p.id)
 	}
-}
-
-// every runs fn every d until the broker stops.
-func (b *Broker) every(d time.Duration, fn func()) {
-	defer b.wg.Done()
-	tick := time.NewTicker(d)
-	defer tick.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-tick.C:
-			fn()
-		}
-	}
-}
-
-// moveInterval is how often a partition leader takes the next step of a
-// replica move.
-const moveInterval = 300 * time.Millisecond
-
-// driveMoves carries out replica moves on the partitions this node leads,
-// one step at a time: add each target voter, wait until every target
-// replica has caught up, remove the voters not in the target (handing
-// leadership over first when this node leaves), then complete the move
-// in the metadata group. Every step is retried until it holds, so a move
-// survives a leader change: the next leader goes on from the voters it
-// finds.
-func (b *Broker) driveMoves() {
-	for _, ct := range b.cl.meta.Topics() {
-		if ct.Targets == nil {
-			continue
-		}
-		t, err := b.lookupTopic(ct.Name)
-		if err != nil {
-			continue
-		}
-		parts := t.partitions()
-		for i, target := range ct.Targets {
-			if target != nil && i < len(parts) && parts[i].rep != nil && parts[i].rep.Leader() == b.cl.cfg.NodeID {
-				b.moveStep(ct.Name, int32(i), parts[i].rep, target)
-			}
-		}
-	}
-}
-
-func (b *Broker) moveStep(topic string, id int32, rep *replication.Replica, target []uint64) {
-	self := b.cl.cfg.NodeID
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	voters := rep.Voters()
-	for _, n := range target {
-		if !slices.Contains(voters, n) {
-			if err := rep.ChangeVoter(ctx, n, true, nil); err != nil {
-				b.log.Debug("replica move: add voter", "topic", topic, "partition", id, "node", n, "err", err)
-			} else {
-				b.log.Info("replica move: voter added", "topic", topic, "partition", id, "node", n)
-			}
-			return
-		}
-	}
-	lag, ok := rep.Progress()
-	if !ok {
-		return
-	}
-	for _, n := range target {
-		if lag[n] != 0 {
-			return // a new replica is catching up
-		}
-	}
-	for _, n := range voters {
-		if slices.Contains(target, n) {
-			continue
-		}
-		if n == self {
-			rep.TransferLeadership(target[0]) // the next leader goes on
-			return
-		}
-		if err := rep.ChangeVoter(ctx, n, false, nil); err != nil {
-			b.log.Debug("replica move: remove voter", "topic", topic, "partition", id, "node", n, "err", err)
-		} else {
-			b.log.Info("replica move: voter removed", "topic", topic, "partition", id, "node", n)
-		}
-		return
-	}
-	_, err := b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_CompleteReassignment{CompleteReassignment: &cpb.CompleteReassignment{
-		Topic: topic, Partition: id, Replicas: voters}}})
-	if err != nil {
-		b.log.Debug("replica move: complete", "topic", topic, "partition", id, "err", err)
-		return
-	}
-	b.log.Info("replica move complete", "topic", topic, "partition", id, "replicas", voters)
-}
-
-// Move is one partition's planned replica move.
-type Move struct {
-	Topic     string
-	Partition int32
-	From, To  []uint64
-}
-
-// Rebalance plans and starts replica moves that spread the partitions'
-// replicas evenly over the nodes, moving every replica off the drained
-// nodes (to remove them afterwards). The moves go on in the background
-// (DescribeCluster shows each moving partition's target); it returns the
-// moves started.
-func (b *Broker) Rebalance(drain []uint64) ([]Move, error) {
-	return b.reassign("rebalance", func() []*cpb.ReassignPartitions { return b.cl.meta.Balance(drain) })
-}
-
-// CancelMoves stops the replica moves in progress: each moving partition
-// is sent back to its replicas, so its leader removes any replica added on
-// the way (cancelling a move whose new node died, which could never
-// finish). It returns the moves cancelled, From being where they went.
-func (b *Broker) CancelMoves() ([]Move, error) {
-	return b.reassign("cancel moves", func() []*cpb.ReassignPartitions {
-		var plan []*cpb.ReassignPartitions
-		for _, ct := range b.cl.meta.Topics() {
-			c := &cpb.ReassignPartitions{Replace: true}
-			for i, target := range ct.Targets {
-				if target != nil && i < len(ct.Replicas) {
-					c.Moves = append(c.Moves, &cpb.Reassignment{Topic: ct.Name, Partition: int32(i), Target: ct.Replicas[i]})
-				}
-			}
-			if len(c.Moves) > 0 {
-				plan = append(plan, c)
-			}
-		}
-		return plan
-	})
-}
-
-// reassign runs the reassignments plan makes from the metadata as the
-// leader has it, and returns the moves, each From where the partition
-// was going (its target if it was moving, else its replicas).
-func (b *Broker) reassign(what string, plan func() []*cpb.ReassignPartitions) ([]Move, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := b.cl.meta.Sync(ctx); err != nil {
-		return nil, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("%s: catch up with the metadata: %v", what, err)}
-	}
-	var out []Move
-	for _, c := range plan() {
-		var moves []Move
-		for _, mv := range c.GetMoves() {
-			m := Move{Topic: mv.GetTopic(), Partition: mv.GetPartition(), To: mv.GetTarget()}
-			if ct, ok := b.cl.meta.Topic(m.Topic); ok && int(m.Partition) < len(ct.Replicas) {
-				m.From = ct.Replicas[m.Partition]
-				if t := ct.Target(int(m.Partition)); t != nil {
-					m.From = t
-				}
-			}
-			moves = append(moves, m)
-		}
-		if _, err := b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
-			return out, &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("%s: %v", what, err)}
-		}
-		out = append(out, moves...)
-	}
-	return out, nil
-}
-
-// onMember learns where a node added to the metadata group listens, so
-// this node's transport reaches it (before it has registered itself).
-func (b *Broker) onMember(node uint64, added bool, raftAddr string) {
-	switch {
-	case added && node != b.cl.cfg.NodeID:
-		if _, static := b.cl.cfg.Peers[node]; !static {
-			b.cl.tr.SetPeer(node, raftAddr)
-		}
-		b.log.Info("cluster node added", "node", node, "raft", raftAddr)
-	case !added && node == b.cl.cfg.NodeID:
-		b.log.Warn("this node was removed from the cluster; stop it")
-	case !added:
-		b.log.Info("cluster node removed", "node", node)
-	}
-}
-
-// AddClusterNode adds a node (started with --join, listening for other
-// nodes at raftAddr) to the cluster.
-func (b *Broker) AddClusterNode(id uint64, raftAddr string) error {
-	if id == 0 || raftAddr == "" {
-		return errorf(ErrInvalidArgument, "a node id (positive) and its raft address are needed")
-	}
-	if _, _, err := net.SplitHostPort(raftAddr); err != nil {
-		return errorf(ErrInvalidArgument, "raft address %q: %v", raftAddr, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := b.cl.meta.AddMember(ctx, id, raftAddr); err != nil {
-		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("add node %d: %v", id, err)}
-	}
-	return nil
-}
-
-// RemoveClusterNode takes a node out of the cluster; refused while it
-// holds partition replicas.
-func (b *Broker) RemoveClusterNode(id uint64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err := b.cl.meta.RemoveMember(ctx, id)
-	switch {
-	case errors.Is(err, cluster.ErrNodeInUse):
-		return errorf(ErrInvalidArgument, "node %d still holds partition replicas; move them first with hermes cluster rebalance --drain %d (%v)", id, id, err)
-	case err != nil:
-		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("remove node %d: %v", id, err)}
-	}
-	return nil
 }
 
 // openClusterTopic opens a topic of the metadata on this node, unless it is
@@ -648,7 +326,7 @@ func (b *Broker) openClusterPartition(t *topic, id int32, replicas, target []uin
 	if err != nil {
 		return nil, err
 	}
-	b.cl.host.Add(p.group(), p.rep)
+	b.cl.Host().Add(p.group(), p.rep)
 	if p.rep.Bootstrapped() && len(peers) > 1 && peers[0] == self {
 		go b.campaignNew(p.rep)
 	}
@@ -688,7 +366,7 @@ func (b *Broker) removeClusterTopic(name string, id uint64) {
 // createClusterTopic runs the creation through the metadata group, from
 // any node; it returns once this node has applied it.
 func (b *Broker) createClusterTopic(name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error) {
-	voters := len(b.cl.meta.Voters())
+	voters := len(b.cl.Meta().Voters())
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = b.cfg.Cluster.ReplicationFactor
 	}
@@ -701,7 +379,7 @@ func (b *Broker) createClusterTopic(name string, cfg TopicConfig, ifNotExists bo
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	_, err := b.cl.meta.Run(ctx, createTopicCmd(name, cfg, true))
+	_, err := b.cl.Meta().Run(ctx, createTopicCmd(name, cfg, true))
 	switch {
 	case errors.Is(err, cluster.ErrTopicExists):
 		if !ifNotExists {
@@ -712,14 +390,14 @@ func (b *Broker) createClusterTopic(name string, cfg TopicConfig, ifNotExists bo
 	case err != nil:
 		return TopicInfo{}, &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("create topic %q: %v", name, err), retryAfter: topicBusyRetry}
 	}
-	return b.Topic(name)
+	return b.topicInfo(name)
 }
 
 func (b *Broker) deleteClusterTopic(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	cmd := &cpb.Command{Kind: &cpb.Command_DeleteTopic{DeleteTopic: &cpb.DeleteTopic{Name: name}}}
-	_, err := b.cl.meta.Run(ctx, cmd)
+	_, err := b.cl.Meta().Run(ctx, cmd)
 	switch {
 	case errors.Is(err, cluster.ErrTopicNotFound):
 		return errorf(ErrTopicNotFound, "topic %q does not exist", name)
@@ -746,7 +424,7 @@ type ClusterNode struct {
 // ClusterNodes lists the registered nodes (nil on a single node).
 func (b *Broker) ClusterNodes() []ClusterNode {
 	var out []ClusterNode
-	for _, n := range b.cl.meta.Nodes() {
+	for _, n := range b.cl.Meta().Nodes() {
 		out = append(out, ClusterNode{ID: n.ID, GRPCAddr: n.GRPCAddr, HTTPAddr: n.HTTPAddr})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -758,7 +436,7 @@ func (b *Broker) leaderAddr(node uint64) string {
 	if node == 0 {
 		return ""
 	}
-	for _, n := range b.cl.meta.Nodes() {
+	for _, n := range b.cl.Meta().Nodes() {
 		if n.ID == node {
 			return n.GRPCAddr
 		}
@@ -790,14 +468,21 @@ type ClusterStatus struct {
 
 // DescribeCluster reports the nodes and every partition's leader, replicas
 // and (where this node leads) its followers' lag.
-func (b *Broker) DescribeCluster() ClusterStatus {
-	st := ClusterStatus{NodeID: b.cl.cfg.NodeID, MetadataLeader: b.cl.meta.Leader(), Nodes: b.ClusterNodes()}
-	for _, ti := range b.Topics() {
+func (b *Broker) DescribeCluster(ctx context.Context) (ClusterStatus, error) {
+	if err := b.authorize(ctx, ActionDescribe, clusterResource); err != nil {
+		return ClusterStatus{}, err
+	}
+	return b.describeCluster(), nil
+}
+
+func (b *Broker) describeCluster() ClusterStatus {
+	st := ClusterStatus{NodeID: b.cfg.Cluster.NodeID, MetadataLeader: b.cl.Meta().Leader(), Nodes: b.ClusterNodes()}
+	for _, ti := range b.topicInfos() {
 		t, err := b.topic(ti.Name)
 		if err != nil {
 			continue
 		}
-		ct, _ := b.cl.meta.Topic(t.name)
+		ct, _ := b.cl.Meta().Topic(t.name)
 		for _, p := range t.partitions() {
 			cp := ClusterPartition{Topic: t.name, Partition: p.id, Replicas: slices.Clone(p.replicas)}
 			if ct != nil && int(p.id) < len(ct.Replicas) {
@@ -812,28 +497,4 @@ func (b *Broker) DescribeCluster() ClusterStatus {
 		}
 	}
 	return st
-}
-
-// leaderBalanceInterval is how often a node hands partitions it leads to
-// their preferred leaders.
-const leaderBalanceInterval = 3 * time.Second
-
-// balanceLeaders spreads partition leadership: placement makes each
-// partition's first replica its preferred leader, rotating over the nodes;
-// after failovers, leadership gathers on the survivors, so a leader that
-// is not preferred hands over to the preferred replica once it has caught
-// up.
-func (b *Broker) balanceLeaders() {
-	for _, p := range b.activePartitions() {
-		if p.rep == nil {
-			continue
-		}
-		ct, ok := b.cl.meta.Topic(p.t.name)
-		if !ok || int(p.id) >= len(ct.Replicas) || ct.Target(int(p.id)) != nil {
-			continue // a moving partition's leadership is the move's business
-		}
-		if preferred := ct.Replicas[p.id][0]; preferred != b.cl.cfg.NodeID && p.rep.Leader() == b.cl.cfg.NodeID {
-			p.rep.TransferLeadership(preferred)
-		}
-	}
 }

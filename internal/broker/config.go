@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hermes-mq/hermes/internal/cluster"
 	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/internal/replication"
 )
@@ -102,8 +103,8 @@ func (c TopicConfig) withDefaults() (TopicConfig, error) {
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes
 	}
-	if c.ReplicationFactor < 0 || c.ReplicationFactor > maxReplicationFactor {
-		return c, errorf(ErrInvalidArgument, "replication factor must be 1 to %d, got %d", maxReplicationFactor, c.ReplicationFactor)
+	if c.ReplicationFactor < 0 || c.ReplicationFactor > cluster.MaxReplicationFactor {
+		return c, errorf(ErrInvalidArgument, "replication factor must be 1 to %d, got %d", cluster.MaxReplicationFactor, c.ReplicationFactor)
 	}
 	if c.SegmentBytes < MinSegmentBytes {
 		return c, errorf(ErrInvalidArgument, "segment bytes must be at least %d, got %d", MinSegmentBytes, c.SegmentBytes)
@@ -122,6 +123,9 @@ type Config struct {
 	// Cluster says which cluster this node belongs to; the zero value is
 	// a cluster of one (node 1).
 	Cluster ClusterConfig
+	// Authorizer decides what each request's principal may do (nil:
+	// AllowAll).
+	Authorizer Authorizer
 
 	// MaxQueueBytes bounds the publish bytes queued per partition before
 	// they go into a Raft entry (default replication.DefaultMaxQueueBytes);
@@ -160,6 +164,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Authorizer == nil {
+		c.Authorizer = AllowAll{}
 	}
 	if c.MaxQueueBytes == 0 {
 		c.MaxQueueBytes = replication.DefaultMaxQueueBytes

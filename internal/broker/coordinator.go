@@ -27,7 +27,7 @@ import (
 // node. Without a known metadata leader (an election) it fails with a
 // retriable ErrUnavailable.
 func (b *Broker) coordinator() (local bool, node uint64, err error) {
-	leader := b.cl.meta.Leader()
+	leader := b.cl.Meta().Leader()
 	switch {
 	case leader == b.cfg.Cluster.NodeID:
 		return true, leader, nil
@@ -41,7 +41,7 @@ func (b *Broker) coordinator() (local bool, node uint64, err error) {
 // notCoordinator is the error of a group request relayed to a node that
 // does not coordinate groups (any more).
 func (b *Broker) notCoordinator() error {
-	leader := b.cl.meta.Leader()
+	leader := b.cl.Meta().Leader()
 	return &kindError{kind: ErrUnavailable, retryAfter: coordinatorRetry, leaderNode: leader, leader: b.leaderAddr(leader),
 		msg: fmt.Sprintf("node %d does not coordinate groups (the coordinator is node %d)", b.cfg.Cluster.NodeID, leader)}
 }
@@ -93,18 +93,20 @@ type memberRelay struct {
 const memberRelayQueue = 4096
 
 // subscribeRemote opens a group membership at the coordinator (node).
-func (b *Broker) subscribeRemote(opts SubscribeOptions, node uint64) (*memberRelay, error) {
+func (b *Broker) subscribeRemote(ctx context.Context, opts SubscribeOptions, node uint64) (*memberRelay, error) {
+	open := optionsToNode(opts)
+	open.Principal = PrincipalFrom(ctx).Name
 	c, err := b.nodeClient(node)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := c.Subscribe(ctx)
+	sctx, cancel := context.WithCancel(context.Background())
+	stream, err := c.Subscribe(sctx)
 	if err != nil {
 		cancel()
 		return nil, b.callError(node, err)
 	}
-	if err := stream.Send(&nodepb.SubscribeRequest{Kind: &nodepb.SubscribeRequest_Open{Open: optionsToNode(opts)}}); err != nil {
+	if err := stream.Send(&nodepb.SubscribeRequest{Kind: &nodepb.SubscribeRequest_Open{Open: open}}); err != nil {
 		_, err = stream.Recv()
 		cancel()
 		return nil, b.callError(node, err)
@@ -329,7 +331,7 @@ func (s *nodeService) Subscribe(stream nodepb.Node_SubscribeServer) error {
 	if err := s.b.CheckCoordinator(); err != nil {
 		return stream.Send(&nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Refused{Refused: nodeError(err)}})
 	}
-	sub, err := s.b.subscribeHere(optionsFromNode(open))
+	sub, err := s.b.subscribeHere(Principal{Name: open.GetPrincipal()}, optionsFromNode(open))
 	if err != nil {
 		return stream.Send(&nodepb.SubscribeResponse{Kind: &nodepb.SubscribeResponse_Refused{Refused: nodeError(err)}})
 	}
@@ -471,7 +473,22 @@ func deliveryFromNode(nd *nodepb.Delivery) (*Delivery, error) {
 
 // ListGroups lists groups with live members or committed offsets; the
 // coordinator answers.
-func (b *Broker) ListGroups() ([]GroupSummary, error) {
+func (b *Broker) ListGroups(ctx context.Context) ([]GroupSummary, error) {
+	all, err := b.listGroups()
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, g := range all {
+		if b.authorize(ctx, ActionDescribe, groupResource(g.Name)) == nil {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+// listGroups lists every group, at the coordinator.
+func (b *Broker) listGroups() ([]GroupSummary, error) {
 	local, node, err := b.coordinator()
 	if err != nil {
 		return nil, err
@@ -505,8 +522,11 @@ const groupAdminTimeout = 15 * time.Second
 // DescribeGroup describes a group's members and, for every partition of
 // the topics it consumes, its committed offset, lag and owner; the
 // coordinator answers.
-func (b *Broker) DescribeGroup(name string) (*GroupDescription, error) {
+func (b *Broker) DescribeGroup(ctx context.Context, name string) (*GroupDescription, error) {
 	if err := ValidateName("group", name); err != nil {
+		return nil, err
+	}
+	if err := b.authorize(ctx, ActionDescribe, groupResource(name)); err != nil {
 		return nil, err
 	}
 	local, node, err := b.coordinator()
@@ -536,8 +556,11 @@ func (b *Broker) DescribeGroup(name string) (*GroupDescription, error) {
 // must own the partitions), or as an administrator (memberID ""), refused
 // with ErrGroupNotEmpty for partitions a live member owns. The
 // coordinator does it; the offsets are replicated when it returns nil.
-func (b *Broker) CommitOffsets(group, memberID string, offsets []Offset) error {
+func (b *Broker) CommitOffsets(ctx context.Context, group, memberID string, offsets []Offset) error {
 	if err := ValidateName("group", group); err != nil {
+		return err
+	}
+	if err := b.authorize(ctx, ActionRead, groupResource(group)); err != nil {
 		return err
 	}
 	if len(offsets) == 0 {

@@ -41,7 +41,7 @@ type GroupPartitionInfo struct {
 // listGroupsHere lists the groups, at the coordinator: those with live
 // members here, and those known by their replicated offsets only.
 func (b *Broker) listGroupsHere() ([]GroupSummary, error) {
-	stored := b.cl.meta.Groups()
+	stored := b.cl.Meta().Groups()
 	m := b.groups
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -51,7 +51,7 @@ func (b *Broker) listGroupsHere() ([]GroupSummary, error) {
 			continue
 		}
 		topics := make(map[string]bool)
-		for p := range b.cl.meta.GroupOffsets(name) {
+		for p := range b.cl.Meta().GroupOffsets(name) {
 			topics[p.Topic] = true
 		}
 		sum := GroupSummary{Name: name}
@@ -137,7 +137,7 @@ func (m *groupManager) snapshot(name string) (*GroupDescription, map[topicPartit
 	gs, ok := m.groups[name]
 	if !ok {
 		// Not coordinated since this node took over: its replicated offsets.
-		if offs := m.b.cl.meta.GroupOffsets(name); len(offs) > 0 {
+		if offs := m.b.cl.Meta().GroupOffsets(name); len(offs) > 0 {
 			pr := make(map[topicPartition]progress, len(offs))
 			for p, off := range offs {
 				pr[topicPartition{p.Topic, p.ID}] = progress{committed: off}

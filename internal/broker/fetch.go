@@ -40,6 +40,9 @@ type FetchResult struct {
 // watermark of the partition's leader, is ErrOffsetOutOfRange. A node
 // without a replica of the partition reads it from one that has.
 func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, error) {
+	if err := b.authorize(ctx, ActionRead, topicResource(req.Topic)); err != nil {
+		return nil, err
+	}
 	t, p, err := b.fetchTarget(&req)
 	if err != nil {
 		return nil, err
@@ -144,7 +147,10 @@ func (b *Broker) countConsumed(p *partition, batches [][]byte) {
 
 // OffsetForTime returns the first offset of a partition whose timestamp is
 // at or after ts (Unix nanoseconds), or the high watermark if none is.
-func (b *Broker) OffsetForTime(topic string, partition int32, ts int64) (int64, error) {
+func (b *Broker) OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (int64, error) {
+	if err := b.authorize(ctx, ActionDescribe, topicResource(topic)); err != nil {
+		return 0, err
+	}
 	t, err := b.topic(topic)
 	if err != nil {
 		return 0, err

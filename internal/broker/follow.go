@@ -38,7 +38,7 @@ const followRetry = 200 * time.Millisecond
 // the metadata says now.
 func (b *Broker) replicaNodes(p *partition) []uint64 {
 	replicas := p.replicas
-	if ct, ok := b.cl.meta.Topic(p.t.name); ok && ct.ID == p.t.id && int(p.id) < len(ct.Replicas) {
+	if ct, ok := b.cl.Meta().Topic(p.t.name); ok && ct.ID == p.t.id && int(p.id) < len(ct.Replicas) {
 		replicas = ct.Replicas[p.id]
 	}
 	var out []uint64

@@ -89,13 +89,13 @@ func (m *groupManager) seed(name string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := m.b.cl.meta.Barrier(ctx); err != nil {
+	if err := m.b.cl.Meta().Barrier(ctx); err != nil {
 		if errors.Is(err, cluster.ErrNotLeader) {
 			return m.b.notCoordinator()
 		}
 		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("group %q: catch up with the metadata group: %v", name, err)}
 	}
-	offs := m.b.cl.meta.GroupOffsets(name)
+	offs := m.b.cl.Meta().GroupOffsets(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.groups[name]; ok {
@@ -537,7 +537,7 @@ func (m *groupManager) persist(offsets []Offset) error {
 	}
 	for _, g := range order {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := m.b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_CommitOffsets{CommitOffsets: byGroup[g]}})
+		_, err := m.b.cl.Meta().Run(ctx, &cpb.Command{Kind: &cpb.Command_CommitOffsets{CommitOffsets: byGroup[g]}})
 		cancel()
 		if err != nil {
 			return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("replicate the offsets of group %q: %v", g, err)}
@@ -551,9 +551,9 @@ func (m *groupManager) persist(offsets []Offset) error {
 // subscribe again and reach the new coordinator, which starts from the
 // replicated offsets. What they had not committed comes again.
 func (m *groupManager) abdicate(now time.Time) {
-	leader := m.b.cl.meta.Leader()
+	leader := m.b.cl.Meta().Leader()
 	switch {
-	case leader == m.b.cl.cfg.NodeID:
+	case leader == m.b.cfg.Cluster.NodeID:
 		m.leaderless = time.Time{}
 		return
 	case leader == 0:

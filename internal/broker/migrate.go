@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/hermes-mq/hermes/internal/cluster"
 	cpb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
@@ -31,6 +32,10 @@ import (
 // directory in the old format is refused on a node that is not a cluster
 // of one: migrate it as a single node first, then grow the cluster.
 
+// migrateTimeout bounds putting a migrated directory's topics and offsets
+// into the metadata group (a cluster of one: a few fsyncs).
+const migrateTimeout = 30 * time.Second
+
 // legacyData is what an old-format directory holds.
 type legacyData struct {
 	topics  map[string]TopicConfig
@@ -51,7 +56,7 @@ func (b *Broker) importLegacy() (*legacyData, error) {
 	if len(defs) == 0 && len(offsets) == 0 {
 		return nil, nil
 	}
-	if !b.cfg.Cluster.alone() {
+	if !b.cfg.Cluster.Alone() {
 		return nil, fmt.Errorf("broker: data directory %s was written by a single node of an earlier Hermes version; "+
 			"start it once as a single node (without --peers or --join) to migrate it, then grow the cluster with hermes cluster join", b.cfg.DataDir)
 	}
@@ -67,7 +72,7 @@ func (b *Broker) importLegacy() (*legacyData, error) {
 		cfg.ReplicationFactor = 1
 		l.topics[name] = cfg
 		for i := int32(0); i < cfg.Partitions; i++ {
-			err := replication.ImportLegacyLog(groupName(name, 0, i), b.partitionDir(dirName(name, 0), i), replication.LogOptions{
+			err := replication.ImportLegacyLog(cluster.GroupName(name, 0, i), b.partitionDir(cluster.DirName(name, 0), i), replication.LogOptions{
 				SegmentBytes: cfg.SegmentBytes, RetentionAge: cfg.RetentionAge, RetentionBytes: cfg.RetentionBytes,
 			}, b.meta, b.cfg.Cluster.NodeID)
 			if err != nil {
@@ -82,7 +87,7 @@ func (b *Broker) importLegacy() (*legacyData, error) {
 // migrateLegacy puts the old topics and offsets into the metadata group,
 // then deletes the old keys.
 func (b *Broker) migrateLegacy(l *legacyData) error {
-	ctx, cancel := context.WithTimeout(context.Background(), aloneStartTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout)
 	defer cancel()
 	names := make([]string, 0, len(l.topics))
 	for name := range l.topics {
@@ -90,8 +95,8 @@ func (b *Broker) migrateLegacy(l *legacyData) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		_, err := b.cl.meta.Run(ctx, createTopicCmd(name, l.topics[name], false)) // id 0: the files stay where they are
-		if err != nil && !errors.Is(err, cluster.ErrTopicExists) {                // exists: a start cut short did it
+		_, err := b.cl.Meta().Run(ctx, createTopicCmd(name, l.topics[name], false)) // id 0: the files stay where they are
+		if err != nil && !errors.Is(err, cluster.ErrTopicExists) {                  // exists: a start cut short did it
 			return fmt.Errorf("broker: migrate topic %q: %w", name, err)
 		}
 	}
@@ -107,7 +112,7 @@ func (b *Broker) migrateLegacy(l *legacyData) error {
 		c.Offsets = append(c.Offsets, &cpb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
 	}
 	for _, g := range groups {
-		if _, err := b.cl.meta.Run(ctx, &cpb.Command{Kind: &cpb.Command_CommitOffsets{CommitOffsets: byGroup[g]}}); err != nil {
+		if _, err := b.cl.Meta().Run(ctx, &cpb.Command{Kind: &cpb.Command_CommitOffsets{CommitOffsets: byGroup[g]}}); err != nil {
 			return fmt.Errorf("broker: migrate the offsets of group %q: %w", g, err)
 		}
 	}

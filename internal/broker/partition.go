@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/cluster"
 	"github.com/hermes-mq/hermes/internal/memring"
 	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/pkg/record"
@@ -51,7 +52,7 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 	p := &partition{b: b, t: t, id: id, label: t.name, replicas: replicas,
 		ring: memring.New(memring.Options{MaxRecords: b.cfg.RingRecords, MaxBytes: b.cfg.RingBytes})}
 	p.tail.max = b.cfg.TailCacheBytes
-	group := groupName(t.name, t.id, id)
+	group := cluster.GroupName(t.name, t.id, id)
 	rep, err := replication.Open(replication.Config{
 		Group: group, NodeID: b.cfg.Cluster.NodeID, Peers: peers, TickInterval: b.cfg.Cluster.TickInterval,
 		MaxQueueBytes: b.cfg.MaxQueueBytes,
@@ -64,7 +65,7 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 	}, b.partitionDir(t.dirName(), id), replication.LogOptions{
 		SegmentBytes: t.cfg.SegmentBytes, RetentionAge: t.cfg.RetentionAge, RetentionBytes: t.cfg.RetentionBytes,
 		DedupWindow: b.cfg.DedupWindow, DedupMaxBatches: b.cfg.DedupMaxBatches,
-	}, b.meta, b.cl.tr)
+	}, b.meta, b.cl.Transport())
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s/%d: %w", t.name, id, err)
 	}
@@ -108,7 +109,7 @@ func (p *partition) close() error {
 	if p.rep == nil {
 		return nil
 	}
-	p.b.cl.host.Remove(p.group())
+	p.b.cl.Host().Remove(p.group())
 	p.rep.Stop()
 	return nil
 }
@@ -124,7 +125,7 @@ func (p *partition) delete() {
 	}
 }
 
-func (p *partition) group() string { return groupName(p.t.name, p.t.id, p.id) }
+func (p *partition) group() string { return cluster.GroupName(p.t.name, p.t.id, p.id) }
 
 // fail marks the partition failed after a storage error (the replica's
 // OnFail): the log's state past the last fsync is unknown (a failed fsync

@@ -61,12 +61,15 @@ type RecordAck struct {
 // the records may still be appended; a retry with the same message ids is
 // the way to make sure.
 func (b *Broker) Publish(ctx context.Context, req *PublishRequest) (*PublishResult, error) {
+	if err := b.authorize(ctx, ActionWrite, topicResource(req.Topic)); err != nil {
+		return nil, err
+	}
 	type answer struct {
 		res *PublishResult
 		err error
 	}
 	ch := make(chan answer, 1)
-	b.PublishAsync(req, func(res *PublishResult, err error) { ch <- answer{res, err} })
+	b.publish(req, func(res *PublishResult, err error) { ch <- answer{res, err} })
 	select {
 	case a := <-ch:
 		return a.res, a.err
@@ -78,7 +81,16 @@ func (b *Broker) Publish(ctx context.Context, req *PublishRequest) (*PublishResu
 // PublishAsync publishes and calls done exactly once, from some goroutine,
 // when the records are acknowledged in their mode or have failed. A failed
 // publish acknowledged nothing.
-func (b *Broker) PublishAsync(req *PublishRequest, done func(*PublishResult, error)) {
+func (b *Broker) PublishAsync(ctx context.Context, req *PublishRequest, done func(*PublishResult, error)) {
+	if err := b.authorize(ctx, ActionWrite, topicResource(req.Topic)); err != nil {
+		done(nil, err)
+		return
+	}
+	b.publish(req, done)
+}
+
+// publish is PublishAsync once authorized.
+func (b *Broker) publish(req *PublishRequest, done func(*PublishResult, error)) {
 	t, err := b.topic(req.Topic)
 	if err != nil {
 		done(nil, err)

@@ -139,11 +139,17 @@ func readOne(p *partition, off int64) (record.Record, error) {
 	return recs[0], nil
 }
 
+// deadLetterTimeout bounds moving one record to its dead-letter topic.
+const deadLetterTimeout = 10 * time.Second
+
 // deadLetter publishes rec to the subscription's dead-letter topic
 // (created with one partition if missing), with headers naming its origin.
 func (m *groupManager) deadLetter(s *localSub, pid int32, rec record.Record) error {
 	dlq := s.opts.DeadLetterTopic
-	if _, err := m.b.CreateTopic(dlq, TopicConfig{}, true); err != nil {
+	// The member's principal creates and writes the dead-letter topic.
+	ctx, cancel := context.WithTimeout(WithPrincipal(context.Background(), s.principal), deadLetterTimeout)
+	defer cancel()
+	if _, err := m.b.CreateTopic(ctx, dlq, TopicConfig{}, true); err != nil {
 		return err
 	}
 	out := rec
@@ -153,8 +159,6 @@ func (m *groupManager) deadLetter(s *localSub, pid int32, rec record.Record) err
 		record.Header{Key: HeaderDLQOffset, Value: []byte(strconv.FormatInt(rec.Offset, 10))},
 		record.Header{Key: HeaderDLQGroup, Value: []byte(s.gs.name)},
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	_, err := m.b.Publish(ctx, &PublishRequest{
 		Topic: dlq, Partition: AnyPartition, Mode: ModeConsistent, Records: []record.Record{out},
 	})

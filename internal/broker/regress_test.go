@@ -17,25 +17,25 @@ func TestDeleteRecreateRaceKeepsAckedRecords(t *testing.T) {
 	dir := t.TempDir()
 	b := openTest(t, dir, nil)
 	for i := 0; i < 20; i++ {
-		b.CreateTopic("flip", TopicConfig{}, true)
+		b.CreateTopic(context.Background(), "flip", TopicConfig{}, true)
 		mustPublish(t, b, &PublishRequest{Topic: "flip", Partition: 0, Records: recs("old", 3)})
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); b.DeleteTopic("flip") }()
-		go func() { defer wg.Done(); b.CreateTopic("flip", TopicConfig{}, true) }()
+		go func() { defer wg.Done(); b.DeleteTopic(context.Background(), "flip") }()
+		go func() { defer wg.Done(); b.CreateTopic(context.Background(), "flip", TopicConfig{}, true) }()
 		wg.Wait()
-		if _, err := b.CreateTopic("flip", TopicConfig{}, true); err != nil && !errors.Is(err, ErrUnavailable) {
+		if _, err := b.CreateTopic(context.Background(), "flip", TopicConfig{}, true); err != nil && !errors.Is(err, ErrUnavailable) {
 			t.Fatal(err)
 		}
 		for {
-			if _, err := b.CreateTopic("flip", TopicConfig{}, true); err == nil {
+			if _, err := b.CreateTopic(context.Background(), "flip", TopicConfig{}, true); err == nil {
 				break
 			}
 			time.Sleep(time.Millisecond)
 		}
-		b.DeleteTopic("flip")
+		b.DeleteTopic(context.Background(), "flip")
 	}
-	if _, err := b.CreateTopic("flip", TopicConfig{}, false); err != nil {
+	if _, err := b.CreateTopic(context.Background(), "flip", TopicConfig{}, false); err != nil {
 		t.Fatal(err)
 	}
 	mustPublish(t, b, &PublishRequest{Topic: "flip", Partition: 0, Records: recs("new", 5)})
@@ -51,11 +51,11 @@ func TestDeleteRecreateRaceKeepsAckedRecords(t *testing.T) {
 // the partition's new owner starts from the committed offset.
 func TestExpiredMemberStopsAndPartitionsMove(t *testing.T) {
 	b := openTest(t, t.TempDir(), nil)
-	b.CreateTopic("e", TopicConfig{}, false)
+	b.CreateTopic(context.Background(), "e", TopicConfig{}, false)
 	mustPublish(t, b, &PublishRequest{Topic: "e", Partition: 0, Records: recs("e", 10)})
 	opts := SubscribeOptions{Topic: "e", Group: "g", AckMode: AckPerMessage, Start: StartPosition{Kind: StartEarliest},
 		SessionTimeout: 100 * time.Millisecond}
-	a, err := b.Subscribe(opts)
+	a, err := b.Subscribe(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestExpiredMemberStopsAndPartitionsMove(t *testing.T) {
 		t.Fatalf("a got %d", len(d.Records))
 	}
 	// a stops heart-beating; c joins and keeps its session alive.
-	c, err := b.Subscribe(opts)
+	c, err := b.Subscribe(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +104,9 @@ func TestExpiredMemberStopsAndPartitionsMove(t *testing.T) {
 // after the ack wait.
 func TestAckWakesPoll(t *testing.T) {
 	b := openTest(t, t.TempDir(), nil)
-	b.CreateTopic("w", TopicConfig{}, false)
+	b.CreateTopic(context.Background(), "w", TopicConfig{}, false)
 	mustPublish(t, b, &PublishRequest{Topic: "w", Partition: 0, Records: recs("w", 4)})
-	s, err := b.Subscribe(SubscribeOptions{Topic: "w", Group: "g", AckMode: AckPerMessage,
+	s, err := b.Subscribe(context.Background(), SubscribeOptions{Topic: "w", Group: "g", AckMode: AckPerMessage,
 		Start: StartPosition{Kind: StartEarliest}, MaxAckPending: 2, AckWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +132,8 @@ func TestAckWakesPoll(t *testing.T) {
 // and gets the retained records without waiting for a new publish.
 func TestSubscriberBehindRetentionSkipsAhead(t *testing.T) {
 	b := openTest(t, t.TempDir(), nil)
-	b.CreateTopic("r", TopicConfig{SegmentBytes: MinSegmentBytes, RetentionBytes: MinSegmentBytes}, false)
-	s, err := b.Subscribe(SubscribeOptions{Topic: "r", Start: StartPosition{Kind: StartEarliest}})
+	b.CreateTopic(context.Background(), "r", TopicConfig{SegmentBytes: MinSegmentBytes, RetentionBytes: MinSegmentBytes}, false)
+	s, err := b.Subscribe(context.Background(), SubscribeOptions{Topic: "r", Start: StartPosition{Kind: StartEarliest}})
 	if err != nil {
 		t.Fatal(err)
 	}

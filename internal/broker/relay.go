@@ -255,7 +255,7 @@ func (st *relayStream) fail(err error) {
 
 // nodeClient returns the node-to-node service of node.
 func (b *Broker) nodeClient(node uint64) (nodepb.NodeClient, error) {
-	conn, err := b.cl.tr.Conn(node)
+	conn, err := b.cl.Transport().Conn(node)
 	if err != nil {
 		return nil, &kindError{kind: ErrUnavailable, retryAfter: notLeaderRetry, msg: fmt.Sprintf("node %d cannot be reached: %v", node, err)}
 	}

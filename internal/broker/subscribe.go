@@ -220,6 +220,9 @@ type localSub struct {
 	opts     SubscribeOptions
 	memberID string
 	gs       *groupState // nil without a group
+	// principal opened the subscription; the broker acts as it on the
+	// subscription's behalf (dead-lettering).
+	principal Principal
 
 	// mu guards the fields below. Lock order: groupManager.mu before mu.
 	mu         sync.Mutex
@@ -241,8 +244,14 @@ type localSub struct {
 // bad options, ErrOffsetOutOfRange for a start offset outside the log,
 // retriable ErrResourceExhausted when MaxSubscriptions are open and
 // ErrUnavailable while there is no coordinator.
-func (b *Broker) Subscribe(opts SubscribeOptions) (Subscription, error) {
+func (b *Broker) Subscribe(ctx context.Context, opts SubscribeOptions) (Subscription, error) {
+	if err := b.authorize(ctx, ActionRead, topicResource(opts.Topic)); err != nil {
+		return nil, err
+	}
 	if opts.Group != "" {
+		if err := b.authorize(ctx, ActionRead, groupResource(opts.Group)); err != nil {
+			return nil, err
+		}
 		local, node, err := b.coordinator()
 		if err != nil {
 			return nil, err
@@ -255,15 +264,15 @@ func (b *Broker) Subscribe(opts SubscribeOptions) (Subscription, error) {
 			if err := validateSubscribe(t, &opts); err != nil {
 				return nil, err
 			}
-			return b.subscribeRemote(opts, node)
+			return b.subscribeRemote(ctx, opts, node)
 		}
 	}
-	return b.subscribeHere(opts)
+	return b.subscribeHere(PrincipalFrom(ctx), opts)
 }
 
 // subscribeHere opens a subscription served by this node (for a group:
 // this node coordinates groups).
-func (b *Broker) subscribeHere(opts SubscribeOptions) (*localSub, error) {
+func (b *Broker) subscribeHere(principal Principal, opts SubscribeOptions) (*localSub, error) {
 	t, err := b.topic(opts.Topic)
 	if err != nil {
 		return nil, err
@@ -272,7 +281,7 @@ func (b *Broker) subscribeHere(opts SubscribeOptions) (*localSub, error) {
 		return nil, err
 	}
 	s := &localSub{
-		b: b, t: t, opts: opts, wake: make(chan struct{}, 1),
+		b: b, t: t, opts: opts, principal: principal, wake: make(chan struct{}, 1),
 		cursors: make(map[int32]int64), ring: make(map[int32]int64),
 	}
 	if err := b.register(s); err != nil {

@@ -1,9 +1,10 @@
 package broker
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hermes-mq/hermes/internal/cluster"
 )
 
 // topic is a topic on this node.
@@ -55,22 +56,8 @@ func newTopic(name string, id uint64, cfg TopicConfig) *topic {
 	return &topic{name: name, id: id, cfg: cfg, notifyCh: make(chan struct{}), deleted: make(chan struct{})}
 }
 
-// dirName names the files and Raft groups of topic name with id: the
-// name alone for a topic of id 0 (created before topics had ids), else
-// name@id. '@' is not allowed in names, so no two topics share one.
-func dirName(name string, id uint64) string {
-	if id == 0 {
-		return name
-	}
-	return name + "@" + strconv.FormatUint(id, 10)
-}
-
-// groupName is the Raft group of partition p of a topic.
-func groupName(name string, id uint64, p int32) string {
-	return dirName(name, id) + "/" + strconv.Itoa(int(p))
-}
-
-func (t *topic) dirName() string { return dirName(t.name, t.id) }
+// dirName names the topic's files and Raft groups (cluster.DirName).
+func (t *topic) dirName() string { return cluster.DirName(t.name, t.id) }
 
 // changed returns a channel closed at the next advance of any partition's
 // high watermark or ring.

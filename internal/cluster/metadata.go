@@ -57,8 +57,8 @@ func (t *Topic) Target(p int) []uint64 {
 	return nil
 }
 
-// Node is a member of the cluster.
-type Node struct {
+// NodeInfo is a member of the cluster as the metadata records it.
+type NodeInfo struct {
 	ID                           uint64
 	RaftAddr, GRPCAddr, HTTPAddr string
 }
@@ -67,7 +67,7 @@ type Node struct {
 // metadata group's apply loop owns it; readers get copies (Topics, Nodes).
 type Metadata struct {
 	topics map[string]*Topic
-	nodes  map[uint64]*Node
+	nodes  map[uint64]*NodeInfo
 	// offsets are the consumer groups' committed offsets: group → partition
 	// → the next offset to consume.
 	offsets map[string]map[Partition]int64
@@ -77,7 +77,7 @@ type Metadata struct {
 
 // NewMetadata returns an empty state.
 func NewMetadata() *Metadata {
-	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*Node), offsets: make(map[string]map[Partition]int64)}
+	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*NodeInfo), offsets: make(map[string]map[Partition]int64)}
 }
 
 // Partition names a partition of a topic.
@@ -91,9 +91,9 @@ type Partition struct {
 type Change struct {
 	Created *Topic
 	Deleted *Topic
-	Node    *Node
+	Node    *NodeInfo
 	// Removed is a node deregistered.
-	Removed *Node
+	Removed *NodeInfo
 	// Moved is a topic whose replicas or move targets changed (the new
 	// state).
 	Moved *Topic
@@ -139,7 +139,7 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		}
 		return Change{Deleted: t}, nil
 	case *pb.Command_RegisterNode:
-		n := &Node{ID: k.RegisterNode.GetId(), RaftAddr: k.RegisterNode.GetRaftAddr(),
+		n := &NodeInfo{ID: k.RegisterNode.GetId(), RaftAddr: k.RegisterNode.GetRaftAddr(),
 			GRPCAddr: k.RegisterNode.GetGrpcAddr(), HTTPAddr: k.RegisterNode.GetHttpAddr()}
 		if n.ID == 0 {
 			return Change{}, fmt.Errorf("%w: node id 0", ErrBadCommand)
@@ -500,8 +500,8 @@ func (m *Metadata) Topics() []*Topic {
 }
 
 // Nodes returns copies of every node, sorted by id.
-func (m *Metadata) Nodes() []Node {
-	out := make([]Node, 0, len(m.nodes))
+func (m *Metadata) Nodes() []NodeInfo {
+	out := make([]NodeInfo, 0, len(m.nodes))
 	for _, id := range m.nodeIDs() {
 		out = append(out, *m.nodes[id])
 	}
@@ -552,7 +552,7 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 	*m = *NewMetadata()
 	m.Applied = index
 	for _, n := range s.GetNodes() {
-		m.nodes[n.GetId()] = &Node{ID: n.GetId(), RaftAddr: n.GetRaftAddr(), GRPCAddr: n.GetGrpcAddr(), HTTPAddr: n.GetHttpAddr()}
+		m.nodes[n.GetId()] = &NodeInfo{ID: n.GetId(), RaftAddr: n.GetRaftAddr(), GRPCAddr: n.GetGrpcAddr(), HTTPAddr: n.GetHttpAddr()}
 	}
 	for _, ts := range s.GetTopics() {
 		t := &Topic{Name: ts.GetName(), ID: ts.GetId(), Config: proto.Clone(ts.GetConfig()).(*pb.TopicConfig)}

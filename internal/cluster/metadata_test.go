@@ -303,7 +303,7 @@ func TestMetadataBalanceMovesOneReplicaPerPartition(t *testing.T) {
 	for round := 0; round < 200; round++ {
 		m := NewMetadata()
 		for id := uint64(1); id <= 4; id++ {
-			m.nodes[id] = &Node{ID: id}
+			m.nodes[id] = &NodeInfo{ID: id}
 		}
 		tp := &Topic{Name: "x", Config: &pb.TopicConfig{Partitions: 4, ReplicationFactor: 2}}
 		for range 4 {

@@ -14,7 +14,6 @@ import (
 
 	pb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
 	"github.com/hermes-mq/hermes/internal/meta"
-	"github.com/hermes-mq/hermes/internal/partlog"
 	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
@@ -62,10 +61,9 @@ type MetaConfig struct {
 // position in that log (offset + 1) is the index Metadata.Apply gets, the
 // same on every node.
 type MetaGroup struct {
-	cfg   MetaConfig
-	log   *partlog.Log
-	store *replication.LogStore
-	rep   *replication.Replica
+	cfg MetaConfig
+	log replication.LogReader // read at open, to replay
+	rep *replication.Replica
 
 	mu      sync.Mutex
 	md      *Metadata             // guarded by mu
@@ -87,34 +85,28 @@ func OpenMetaGroup(cfg MetaConfig) (*MetaGroup, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	log, err := partlog.Open(cfg.Dir, partlog.Options{})
+	st, err := replication.OpenStored(MetaGroupName, cfg.Dir, replication.LogOptions{DedupMaxBatches: -1}, cfg.Meta, cfg.Logger)
 	if err != nil {
-		return nil, err
-	}
-	store, err := replication.OpenLogStore(MetaGroupName, log, cfg.Meta)
-	if err != nil {
-		log.Close()
 		return nil, err
 	}
 	if cfg.SnapshotEntries == 0 {
 		cfg.SnapshotEntries = 1000
 	}
-	g := &MetaGroup{cfg: cfg, log: log, store: store, md: NewMetadata(), waiters: make(map[uint64]chan reply)}
+	g := &MetaGroup{cfg: cfg, log: st.Log(), md: NewMetadata(), waiters: make(map[uint64]chan reply)}
 	g.nextID.Store(cfg.NodeID << 40)
-	hs, _, _ := store.InitialState()
 	from := int64(0)
-	if state, off := store.SnapshotState(); state != nil {
+	if state, off := st.Snapshot(); state != nil {
 		if err := g.restore(state, off); err != nil {
-			log.Close()
+			st.Close()
 			return nil, err
 		}
 		from = off
 	}
-	if err := g.replay(from, store.OffsetAfter(hs.GetCommit())); err != nil {
-		log.Close()
+	if err := g.replay(from, st.Committed()); err != nil {
+		st.Close()
 		return nil, err
 	}
-	g.rep, err = replication.NewReplica(replication.Config{
+	g.rep, err = st.Start(replication.Config{
 		Group: MetaGroupName, NodeID: cfg.NodeID, Peers: cfg.Peers, TickInterval: cfg.TickInterval,
 		Logger: cfg.Logger, OnCommit: g.onCommit,
 		SnapshotEntries: cfg.SnapshotEntries, Snapshot: g.snapshot, OnSnapshot: g.onSnapshot,
@@ -124,9 +116,9 @@ func OpenMetaGroup(cfg MetaConfig) (*MetaGroup, error) {
 				cfg.OnMember(node, added, string(context))
 			}
 		},
-	}, store, cfg.Transport)
+	}, cfg.Transport)
 	if err != nil {
-		log.Close()
+		st.Close()
 		return nil, err
 	}
 	cfg.Host.Add(MetaGroupName, g.rep)
@@ -330,7 +322,7 @@ func (g *MetaGroup) Topic(name string) (*Topic, bool) {
 	return g.md.Topic(name)
 }
 
-func (g *MetaGroup) Nodes() []Node {
+func (g *MetaGroup) Nodes() []NodeInfo {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.md.Nodes()
@@ -393,9 +385,9 @@ func (g *MetaGroup) Barrier(ctx context.Context) error {
 	return err
 }
 
-// Close stops the group and closes its log.
+// Close stops the group (which closes its log).
 func (g *MetaGroup) Close() error {
 	g.cfg.Host.Remove(MetaGroupName)
 	g.rep.Stop()
-	return g.log.Close()
+	return nil
 }

@@ -271,7 +271,7 @@ func TestMetaGroupSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, nd := range nodes[:2] {
-		if first, _ := nd.g.store.FirstIndex(); first < 10 {
+		if first := nd.g.rep.FirstIndex(); first < 10 {
 			t.Fatalf("node %d: metadata log starts at index %d after 35 commands, snapshot every 5", nd.id, first)
 		}
 	}

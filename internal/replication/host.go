@@ -29,6 +29,13 @@ func (h *Host) Remove(group string) {
 	delete(h.groups, group)
 }
 
+// Replica returns the replica of group on this node, or nil.
+func (h *Host) Replica(group string) *Replica {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.groups[group]
+}
+
 // Deliver hands m to its group's replica; messages of unknown groups are
 // dropped (the group may not be created here yet: raft sends again).
 func (h *Host) Deliver(group string, m *pb.Message) {

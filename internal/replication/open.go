@@ -3,6 +3,7 @@ package replication
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -51,20 +52,31 @@ type LogReader interface {
 // looks, at open, for the batches of its duplicate window.
 const dedupRebuildRecords = 100_000
 
-// Open opens (creating or recovering) the data log in dir and the group's
-// Raft log over it (see OpenLogStore), fills the duplicate window from the
-// log's newest batches, and starts the replica. The replica owns the log
-// from then on: Stop closes it, Delete removes it.
-func Open(cfg Config, dir string, lo LogOptions, ms *meta.Store, tr Transport) (*Replica, error) {
-	cfg.defaults()
+// Stored is a group's data log and Raft log, opened and recovered, before
+// its replica starts: what the group's owner reads to rebuild its state
+// first (the metadata group replays its commands).
+type Stored struct {
+	group string
+	log   *partlog.Log
+	store *LogStore
+}
+
+// OpenStored opens (creating or recovering) the data log in dir and the
+// group's Raft log over it (see OpenLogStore), and fills the duplicate
+// window from the log's newest batches. Start the replica with Start, or
+// give the log back with Close.
+func OpenStored(group, dir string, lo LogOptions, ms *meta.Store, logger *slog.Logger) (*Stored, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
 	log, err := partlog.Open(dir, partlog.Options{
 		SegmentBytes: lo.SegmentBytes, RetentionAge: lo.RetentionAge, RetentionBytes: lo.RetentionBytes,
-		Logger: cfg.Logger,
+		Logger: logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", cfg.Group, err)
+		return nil, fmt.Errorf("open %s: %w", group, err)
 	}
-	store, err := OpenLogStore(cfg.Group, log, ms)
+	store, err := OpenLogStore(group, log, ms)
 	if err != nil {
 		log.Close()
 		return nil, err
@@ -73,16 +85,55 @@ func Open(cfg Config, dir string, lo LogOptions, ms *meta.Store, tr Transport) (
 		w := dedup.New(dedup.Options{MaxAge: lo.DedupWindow, MaxBatches: lo.DedupMaxBatches})
 		if err := fillDedup(w, log); w != nil && err != nil {
 			log.Close()
-			return nil, fmt.Errorf("%s: %w", cfg.Group, err)
+			return nil, fmt.Errorf("%s: %w", group, err)
 		}
 		store.SetDedup(w)
 	}
-	r, err := NewReplica(cfg, store, tr)
+	return &Stored{group: group, log: log, store: store}, nil
+}
+
+// Log reads the group's data log.
+func (s *Stored) Log() LogReader { return s.log }
+
+// Snapshot returns the owner's state at the compaction point and the
+// partition offset after it (nil, 0 before any compaction).
+func (s *Stored) Snapshot() ([]byte, int64) { return s.store.SnapshotState() }
+
+// Committed is the offset after every record known committed.
+func (s *Stored) Committed() int64 {
+	hs, _, _ := s.store.InitialState()
+	return s.store.OffsetAfter(hs.GetCommit())
+}
+
+// Close gives the log back without starting the replica.
+func (s *Stored) Close() error { return s.log.Close() }
+
+// Start starts the group's replica over the stored logs; it owns the log
+// from then on (Stop closes it, Delete removes it).
+func (s *Stored) Start(cfg Config, tr Transport) (*Replica, error) {
+	if cfg.Group == "" {
+		cfg.Group = s.group
+	}
+	r, err := NewReplica(cfg, s.store, tr)
 	if err != nil {
-		log.Close()
 		return nil, err
 	}
 	r.ownsLog = true
+	return r, nil
+}
+
+// Open opens the group's logs in dir (OpenStored) and starts its replica
+// (Start); on failure the log is closed.
+func Open(cfg Config, dir string, lo LogOptions, ms *meta.Store, tr Transport) (*Replica, error) {
+	st, err := OpenStored(cfg.Group, dir, lo, ms, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	r, err := st.Start(cfg, tr)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -115,6 +166,13 @@ func fillDedup(w *dedup.Window, log *partlog.Log) error {
 
 // Log returns the group's data log, to read.
 func (r *Replica) Log() LogReader { return r.store.log }
+
+// FirstIndex is the index of the first entry of the group's Raft log
+// kept here (the one after the compaction point).
+func (r *Replica) FirstIndex() uint64 {
+	i, _ := r.store.FirstIndex()
+	return i
+}
 
 // Committed returns the offset after every committed record: the high
 // watermark as this replica knows it.

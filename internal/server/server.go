@@ -41,7 +41,7 @@ type Config struct {
 
 // HTTPAdapter mounts one HTTP API (REST, GraphQL, ...) on the node's HTTP
 // server. Each adapter package's file in this package appends its own.
-type HTTPAdapter func(mux *http.ServeMux, b *broker.Broker, log *slog.Logger)
+type HTTPAdapter func(mux *http.ServeMux, b broker.API, log *slog.Logger)
 
 // httpAdapters are the HTTP APIs this binary serves.
 var httpAdapters []HTTPAdapter
@@ -112,9 +112,10 @@ func Start(cfg Config) (*Server, error) {
 			s.serveErr <- err
 		}
 	}()
+	topics, _ := b.Topics(context.Background())
 	s.log.Info("hermes started", "node", b.NodeID(), "version", cfg.Version,
 		"grpc", s.grpcLis.Addr().String(), "http", s.httpLis.Addr().String(),
-		"data_dir", cfg.Broker.DataDir, "topics", len(b.Topics()), "startup", time.Since(started))
+		"data_dir", cfg.Broker.DataDir, "topics", len(topics), "startup", time.Since(started))
 	return s, nil
 }
 

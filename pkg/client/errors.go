@@ -34,6 +34,7 @@ const (
 	CodeUnavailable       Code = Code(hermesv1.ErrorCode_ERROR_CODE_UNAVAILABLE)
 	CodeInternal          Code = Code(hermesv1.ErrorCode_ERROR_CODE_INTERNAL)
 	CodeGroupNotEmpty     Code = Code(hermesv1.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY)
+	CodePermissionDenied  Code = Code(hermesv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
 )
 
 // String returns the code's name as the API spells it without its
@@ -118,6 +119,8 @@ var (
 	ErrInternal = sentinel(CodeInternal)
 	// ErrGroupNotEmpty: the operation needs a group without live members.
 	ErrGroupNotEmpty = sentinel(CodeGroupNotEmpty)
+	// ErrPermissionDenied: the client's principal may not do this.
+	ErrPermissionDenied = sentinel(CodePermissionDenied)
 )
 
 // Errors made by this package, not by the broker.
@@ -166,6 +169,7 @@ var codeTable = map[Code]codeKind{
 	CodeUnavailable:       {"UNAVAILABLE", codes.Unavailable, true},
 	CodeInternal:          {"INTERNAL", codes.Internal, false},
 	CodeGroupNotEmpty:     {"GROUP_NOT_EMPTY", codes.FailedPrecondition, false},
+	CodePermissionDenied:  {"PERMISSION_DENIED", codes.PermissionDenied, false},
 }
 
 // grpcFallback is the Hermes code given to a gRPC status that carries no
@@ -178,6 +182,7 @@ var grpcFallback = map[codes.Code]Code{
 	codes.ResourceExhausted: CodeResourceExhausted,
 	codes.Unavailable:       CodeUnavailable,
 	codes.Internal:          CodeInternal,
+	codes.PermissionDenied:  CodePermissionDenied,
 }
 
 // fromInfo converts an in-band ErrorInfo. REQUIRES: info != nil.

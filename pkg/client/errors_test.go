@@ -36,6 +36,7 @@ func TestErrorMapping(t *testing.T) {
 		{hermesv1.ErrorCode_ERROR_CODE_UNAVAILABLE, codes.Unavailable, ErrUnavailable},
 		{hermesv1.ErrorCode_ERROR_CODE_INTERNAL, codes.Internal, ErrInternal},
 		{hermesv1.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY, codes.FailedPrecondition, ErrGroupNotEmpty},
+		{hermesv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, codes.PermissionDenied, ErrPermissionDenied},
 	}
 	if len(cases) != len(codeTable)-1 {
 		t.Fatalf("test covers %d codes, table has %d", len(cases), len(codeTable)-1)

@@ -1,6 +1,7 @@
 package graphql
 
 import (
+	"context"
 	"slices"
 	"sync"
 
@@ -15,9 +16,9 @@ type Group struct {
 	describe func() (*broker.GroupDescription, error) // memoized
 }
 
-func newGroup(b *broker.Broker, sum broker.GroupSummary) *Group {
+func newGroup(ctx context.Context, b broker.API, sum broker.GroupSummary) *Group {
 	return &Group{summary: sum, describe: sync.OnceValues(func() (*broker.GroupDescription, error) {
-		return b.DescribeGroup(sum.Name)
+		return b.DescribeGroup(ctx, sum.Name)
 	})}
 }
 

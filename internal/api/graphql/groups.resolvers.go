@@ -27,7 +27,7 @@ func (r *mutationResolver) Commit(ctx context.Context, group string, memberID *s
 			}
 		}
 	}
-	if err := r.b.CommitOffsets(group, member, in); err != nil {
+	if err := r.b.CommitOffsets(ctx, group, member, in); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -55,19 +55,19 @@ func (r *mutationResolver) Ack(ctx context.Context, group string, memberID strin
 }
 
 func (r *queryResolver) Groups(ctx context.Context) ([]*Group, error) {
-	sums, err := r.b.ListGroups()
+	sums, err := r.b.ListGroups(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*Group, len(sums))
 	for i, s := range sums {
-		out[i] = newGroup(r.b, s)
+		out[i] = newGroup(ctx, r.b, s)
 	}
 	return out, nil
 }
 
 func (r *queryResolver) Group(ctx context.Context, id string) (*Group, error) {
-	d, err := r.b.DescribeGroup(id)
+	d, err := r.b.DescribeGroup(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -39,13 +39,13 @@ const (
 // subscriptions, graphql-transport-ws) and a GraphiQL page at /graphql/ui
 // (it loads GraphiQL from a CDN into the user's browser; the server fetches
 // nothing). It is a server.HTTPAdapter.
-func Register(mux *http.ServeMux, b *broker.Broker, log *slog.Logger) {
+func Register(mux *http.ServeMux, b broker.API, log *slog.Logger) {
 	mux.Handle("/graphql", NewHandler(b, log))
 	mux.Handle("GET /graphql/ui", playground.Handler("Hermes GraphQL", "/graphql"))
 }
 
 // NewHandler returns the /graphql handler over b.
-func NewHandler(b *broker.Broker, log *slog.Logger) http.Handler {
+func NewHandler(b broker.API, log *slog.Logger) http.Handler {
 	return newHandler(b, log, handlerOptions{})
 }
 
@@ -57,7 +57,7 @@ type handlerOptions struct {
 	generatedExec bool // the generated Exec for every operation: no lean path
 }
 
-func newHandler(b *broker.Broker, log *slog.Logger, o handlerOptions) http.Handler {
+func newHandler(b broker.API, log *slog.Logger, o handlerOptions) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -2,6 +2,7 @@ package graphql
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -156,7 +157,7 @@ func TestGETAndUI(t *testing.T) {
 	if r := e.postRaw("text/plain", []byte(`{"query":"{ topics { name } }"}`)); r.status != http.StatusUnsupportedMediaType || code(r.Errors[0]) != "INVALID_ARGUMENT" {
 		t.Errorf("POST text/plain: %+v", r)
 	}
-	if _, err := e.b.Topic("t"); err != nil {
+	if _, err := e.b.Topic(context.Background(), "t"); err != nil {
 		t.Fatal("GET deleted the topic")
 	}
 	// Introspection is on.

@@ -1,6 +1,7 @@
 package graphql
 
 import (
+	"context"
 	"encoding/base64"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func TestPublishAndReadBack(t *testing.T) {
 	if keyed.Publish.Mode != "PERFORMANCE" || keyed.Publish.Offset != 0 {
 		t.Fatalf("performance ack %+v", keyed.Publish)
 	}
-	ti, _ := e.b.Topic("events")
+	ti, _ := e.b.Topic(context.Background(), "events")
 	if ti.Partitions[keyed.Publish.Partition].RingEnd != 1 {
 		t.Fatalf("ring of partition %d: %+v", keyed.Publish.Partition, ti.Partitions)
 	}

@@ -113,7 +113,7 @@ func (r *Resolver) subscribe(ctx context.Context, opts broker.SubscribeOptions) 
 		conn.subs.Add(-1)
 		return nil, errorf(broker.ErrResourceExhausted, "%d subscriptions are open on this websocket (limit %d)", n-1, maxSubscriptionsPerConn)
 	}
-	sub, err := r.b.Subscribe(opts)
+	sub, err := r.b.Subscribe(ctx, opts)
 	if err != nil {
 		conn.subs.Add(-1)
 		return nil, err

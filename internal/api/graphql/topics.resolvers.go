@@ -14,7 +14,7 @@ func (r *mutationResolver) CreateTopic(ctx context.Context, name string, config 
 	if err != nil {
 		return nil, err
 	}
-	ti, err := r.b.CreateTopic(name, cfg, ifNotExists)
+	ti, err := r.b.CreateTopic(ctx, name, cfg, ifNotExists)
 	if err != nil {
 		return nil, err
 	}
@@ -22,14 +22,17 @@ func (r *mutationResolver) CreateTopic(ctx context.Context, name string, config 
 }
 
 func (r *mutationResolver) DeleteTopic(ctx context.Context, name string) (bool, error) {
-	if err := r.b.DeleteTopic(name); err != nil {
+	if err := r.b.DeleteTopic(ctx, name); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 func (r *queryResolver) Topics(ctx context.Context) ([]*Topic, error) {
-	infos := r.b.Topics()
+	infos, err := r.b.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*Topic, len(infos))
 	for i, ti := range infos {
 		out[i] = topicOut(ti)
@@ -38,7 +41,7 @@ func (r *queryResolver) Topics(ctx context.Context) ([]*Topic, error) {
 }
 
 func (r *queryResolver) Topic(ctx context.Context, name string) (*Topic, error) {
-	ti, err := r.b.Topic(name)
+	ti, err := r.b.Topic(ctx, name)
 	if err != nil {
 		return nil, err
 	}

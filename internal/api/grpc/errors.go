@@ -31,6 +31,7 @@ var errorKinds = []struct {
 	{broker.ErrNotAssigned, codes.FailedPrecondition, pb.ErrorCode_ERROR_CODE_NOT_ASSIGNED},
 	{broker.ErrUnknownMember, codes.FailedPrecondition, pb.ErrorCode_ERROR_CODE_UNKNOWN_MEMBER},
 	{broker.ErrGroupNotEmpty, codes.FailedPrecondition, pb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY},
+	{broker.ErrPermissionDenied, codes.PermissionDenied, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
 	{broker.ErrUnavailable, codes.Unavailable, pb.ErrorCode_ERROR_CODE_UNAVAILABLE},
 }
 

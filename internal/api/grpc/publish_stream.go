@@ -66,7 +66,7 @@ func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_Publish
 			answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})
 			continue
 		}
-		s.b.PublishAsync(breq, func(res *broker.PublishResult, err error) {
+		s.b.PublishAsync(stream.Context(), breq, func(res *broker.PublishResult, err error) {
 			if err != nil {
 				answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})
 				return

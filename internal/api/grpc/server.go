@@ -23,7 +23,7 @@ const maxFetchBytes = 15 << 20
 // Service implements hermes.v1.Hermes over a broker.
 type Service struct {
 	pb.UnimplementedHermesServer
-	b       *broker.Broker
+	b       broker.API
 	log     *slog.Logger
 	version string
 	limits  StreamLimits
@@ -40,7 +40,7 @@ type StreamLimits struct {
 }
 
 // New returns the service.
-func New(b *broker.Broker, log *slog.Logger, version string, limits StreamLimits) *Service {
+func New(b broker.API, log *slog.Logger, version string, limits StreamLimits) *Service {
 	if limits.PublishInFlight == 0 {
 		limits.PublishInFlight = 1024
 	}
@@ -55,7 +55,7 @@ func (s *Service) CreateTopic(ctx context.Context, req *pb.CreateTopicRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	ti, err := s.b.CreateTopic(req.Name, cfg, req.IfNotExists)
+	ti, err := s.b.CreateTopic(ctx, req.Name, cfg, req.IfNotExists)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -63,22 +63,26 @@ func (s *Service) CreateTopic(ctx context.Context, req *pb.CreateTopicRequest) (
 }
 
 func (s *Service) DeleteTopic(ctx context.Context, req *pb.DeleteTopicRequest) (*pb.DeleteTopicResponse, error) {
-	if err := s.b.DeleteTopic(req.Name); err != nil {
+	if err := s.b.DeleteTopic(ctx, req.Name); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.DeleteTopicResponse{}, nil
 }
 
 func (s *Service) ListTopics(ctx context.Context, req *pb.ListTopicsRequest) (*pb.ListTopicsResponse, error) {
+	topics, err := s.b.Topics(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	resp := &pb.ListTopicsResponse{}
-	for _, ti := range s.b.Topics() {
+	for _, ti := range topics {
 		resp.Topics = append(resp.Topics, topicInfoToPB(ti))
 	}
 	return resp, nil
 }
 
 func (s *Service) DescribeTopic(ctx context.Context, req *pb.DescribeTopicRequest) (*pb.DescribeTopicResponse, error) {
-	ti, err := s.b.Topic(req.Name)
+	ti, err := s.b.Topic(ctx, req.Name)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -190,14 +194,14 @@ func (s *Service) CommitOffsets(ctx context.Context, req *pb.CommitOffsetsReques
 	for i, o := range req.Offsets {
 		offsets[i] = broker.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
 	}
-	if err := s.b.CommitOffsets(req.Group, req.MemberId, offsets); err != nil {
+	if err := s.b.CommitOffsets(ctx, req.Group, req.MemberId, offsets); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.CommitOffsetsResponse{}, nil
 }
 
 func (s *Service) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {
-	groups, err := s.b.ListGroups()
+	groups, err := s.b.ListGroups(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -209,7 +213,7 @@ func (s *Service) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*p
 }
 
 func (s *Service) DescribeGroup(ctx context.Context, req *pb.DescribeGroupRequest) (*pb.DescribeGroupResponse, error) {
-	d, err := s.b.DescribeGroup(req.Group)
+	d, err := s.b.DescribeGroup(ctx, req.Group)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -235,14 +239,14 @@ func (s *Service) Health(ctx context.Context, req *pb.HealthRequest) (*pb.Health
 }
 
 func (s *Service) AddNode(ctx context.Context, req *pb.AddNodeRequest) (*pb.AddNodeResponse, error) {
-	if err := s.b.AddClusterNode(req.NodeId, req.RaftAddress); err != nil {
+	if err := s.b.AddNode(ctx, req.NodeId, req.RaftAddress); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.AddNodeResponse{}, nil
 }
 
 func (s *Service) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
-	if err := s.b.RemoveClusterNode(req.NodeId); err != nil {
+	if err := s.b.RemoveNode(ctx, req.NodeId); err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.RemoveNodeResponse{}, nil
@@ -255,9 +259,9 @@ func (s *Service) Rebalance(ctx context.Context, req *pb.RebalanceRequest) (*pb.
 	case req.Cancel && len(req.Drain) > 0:
 		return nil, toStatus(invalid("cancel stops the moves in progress; it takes no drain"))
 	case req.Cancel:
-		moves, err = s.b.CancelMoves()
+		moves, err = s.b.CancelMoves(ctx)
 	default:
-		moves, err = s.b.Rebalance(req.Drain)
+		moves, err = s.b.Rebalance(ctx, req.Drain)
 	}
 	resp := &pb.RebalanceResponse{}
 	for _, m := range moves {
@@ -270,7 +274,10 @@ func (s *Service) Rebalance(ctx context.Context, req *pb.RebalanceRequest) (*pb.
 }
 
 func (s *Service) DescribeCluster(ctx context.Context, req *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
-	st := s.b.DescribeCluster()
+	st, err := s.b.DescribeCluster(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	resp := &pb.DescribeClusterResponse{NodeId: st.NodeID, MetadataLeader: st.MetadataLeader}
 	for _, n := range st.Nodes {
 		resp.Nodes = append(resp.Nodes, &pb.ClusterNode{Id: n.ID, GrpcAddress: n.GRPCAddr, HttpAddress: n.HTTPAddr})

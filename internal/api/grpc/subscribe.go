@@ -36,7 +36,7 @@ func (s *Service) Subscribe(stream pb.Hermes_SubscribeServer) error {
 	if err != nil {
 		return toStatus(err)
 	}
-	sub, err := s.b.Subscribe(opts)
+	sub, err := s.b.Subscribe(stream.Context(), opts)
 	if err != nil {
 		return toStatus(err)
 	}
@@ -118,16 +118,6 @@ type subStream struct {
 	sub    broker.Subscription
 	sendMu sync.Mutex
 	done   bool // guarded by sendMu: the handler returned; no more sends
-
-	credit struct {
-		sync.Mutex
-		records int64
-		// bytes is the byte credit left when byteLimited (it may go
-		// negative: one delivery of at least one record is always allowed).
-		bytes       int64
-		byteLimited bool
-	}
-	wake chan struct{}
 }
 
 var errStreamDone = errors.New("subscription stream finished")

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,7 +33,7 @@ func BenchmarkPublishHandler(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { br.Close() })
-	if _, err := br.CreateTopic("bench", broker.TopicConfig{Partitions: 1}, false); err != nil {
+	if _, err := br.CreateTopic(context.Background(), "bench", broker.TopicConfig{Partitions: 1}, false); err != nil {
 		b.Fatal(err)
 	}
 	mux := http.NewServeMux()

@@ -29,6 +29,7 @@ var statusOf = map[string]int{
 	"NOT_ASSIGNED":        http.StatusConflict,
 	"UNKNOWN_MEMBER":      http.StatusConflict,
 	"GROUP_NOT_EMPTY":     http.StatusConflict,
+	"PERMISSION_DENIED":   http.StatusForbidden,
 	"RESOURCE_EXHAUSTED":  http.StatusTooManyRequests,
 	"UNAVAILABLE":         http.StatusServiceUnavailable,
 	"INTERNAL":            http.StatusInternalServerError,

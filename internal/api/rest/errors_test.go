@@ -32,6 +32,7 @@ func TestErrorTable(t *testing.T) {
 		{broker.ErrNotAssigned, 409, "NOT_ASSIGNED", false},
 		{broker.ErrUnknownMember, 409, "UNKNOWN_MEMBER", false},
 		{broker.ErrGroupNotEmpty, 409, "GROUP_NOT_EMPTY", false},
+		{broker.ErrPermissionDenied, 403, "PERMISSION_DENIED", false},
 		{broker.ErrResourceExhausted, 429, "RESOURCE_EXHAUSTED", true},
 		{broker.ErrUnavailable, 503, "UNAVAILABLE", true},
 		{context.Canceled, 503, "UNAVAILABLE", true},

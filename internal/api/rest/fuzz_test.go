@@ -229,7 +229,7 @@ func FuzzPublishBody(f *testing.F) {
 	}
 	f.Cleanup(func() { b.Close() })
 	const partitions = 3
-	if _, err := b.CreateTopic("t", broker.TopicConfig{Partitions: partitions}, false); err != nil {
+	if _, err := b.CreateTopic(context.Background(), "t", broker.TopicConfig{Partitions: partitions}, false); err != nil {
 		f.Fatal(err)
 	}
 	api := New(b, quietLog(), Options{})
@@ -285,7 +285,7 @@ func checkPublished(t *testing.T, b *broker.Broker, api *API, plan *publishPlan,
 }
 
 func endOffsets(t *testing.T, b *broker.Broker) []int64 {
-	ti, err := b.Topic("t")
+	ti, err := b.Topic(context.Background(), "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func (a *API) commit(w http.ResponseWriter, r *http.Request, _ url.Values) error
 	for i, o := range body.Offsets {
 		offsets[i] = broker.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
 	}
-	if err := a.b.CommitOffsets(r.PathValue("group"), body.MemberID, offsets); err != nil {
+	if err := a.b.CommitOffsets(r.Context(), r.PathValue("group"), body.MemberID, offsets); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -119,7 +119,7 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request, _ url.Values) e
 	out := struct {
 		Groups []groupSummaryJSON `json:"groups"`
 	}{Groups: []groupSummaryJSON{}}
-	groups, err := a.b.ListGroups()
+	groups, err := a.b.ListGroups(r.Context())
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ type groupPartitionJSON struct {
 }
 
 func (a *API) describeGroup(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	d, err := a.b.DescribeGroup(r.PathValue("group"))
+	d, err := a.b.DescribeGroup(r.Context(), r.PathValue("group"))
 	if err != nil {
 		return err
 	}

@@ -281,7 +281,7 @@ func (a *API) publishPlan(ctx context.Context, topic string, plan *publishPlan) 
 	for i, req := range reqs {
 		ch := make(chan answer, 1)
 		answers[i] = ch
-		a.b.PublishAsync(req, func(res *broker.PublishResult, err error) { ch <- answer{res, err} })
+		a.b.PublishAsync(ctx, req, func(res *broker.PublishResult, err error) { ch <- answer{res, err} })
 	}
 	resp := &publishResponse{Records: make([]recordAck, len(plan.records))}
 	for i, ch := range answers {

@@ -40,7 +40,7 @@ type Options struct {
 
 // API serves the REST routes over one broker.
 type API struct {
-	b            *broker.Broker
+	b            broker.API
 	log          *slog.Logger
 	opts         Options
 	members      *registry
@@ -48,7 +48,7 @@ type API struct {
 }
 
 // New returns the adapter.
-func New(b *broker.Broker, log *slog.Logger, opts Options) *API {
+func New(b broker.API, log *slog.Logger, opts Options) *API {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -69,7 +69,7 @@ func New(b *broker.Broker, log *slog.Logger, opts Options) *API {
 
 // Register mounts the REST API with default options on mux: the
 // server.HTTPAdapter of this package.
-func Register(mux *http.ServeMux, b *broker.Broker, log *slog.Logger) {
+func Register(mux *http.ServeMux, b broker.API, log *slog.Logger) {
 	New(b, log, Options{}).Mount(mux)
 }
 

@@ -35,7 +35,7 @@ func (a *API) subscribe(w http.ResponseWriter, r *http.Request, q url.Values) er
 		w.Header().Set("Content-Type", "text/event-stream")
 		return nil
 	}
-	subs, err := a.openSubscriptions(opts, resume)
+	subs, err := a.openSubscriptions(r.Context(), opts, resume)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -150,15 +151,15 @@ func parsePartitions(s string) ([]int32, error) {
 // to resume after a Last-Event-ID, one for that event's partition (from
 // the next offset, or the log start if retention took it) and one for
 // the other partitions (from `from`).
-func (a *API) openSubscriptions(opts broker.SubscribeOptions, resume *eventID) ([]broker.Subscription, error) {
+func (a *API) openSubscriptions(ctx context.Context, opts broker.SubscribeOptions, resume *eventID) ([]broker.Subscription, error) {
 	if resume == nil {
-		sub, err := a.b.Subscribe(opts)
+		sub, err := a.b.Subscribe(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
 		return []broker.Subscription{sub}, nil
 	}
-	ti, err := a.b.Topic(opts.Topic)
+	ti, err := a.b.Topic(ctx, opts.Topic)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func (a *API) openSubscriptions(opts broker.SubscribeOptions, resume *eventID) (
 	one.Partitions = []int32{resume.partition}
 	next := max(resume.offset+1, ti.Partitions[resume.partition].StartOffset)
 	one.Start = broker.StartPosition{Kind: broker.StartOffset, Value: next}
-	first, err := a.b.Subscribe(one)
+	first, err := a.b.Subscribe(ctx, one)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func (a *API) openSubscriptions(opts broker.SubscribeOptions, resume *eventID) (
 	rest := opts
 	rest.Partitions = slices.DeleteFunc(slices.Clone(parts), func(p int32) bool { return p == resume.partition })
 	if len(rest.Partitions) > 0 {
-		sub, err := a.b.Subscribe(rest)
+		sub, err := a.b.Subscribe(ctx, rest)
 		if err != nil {
 			first.Close()
 			return nil, err

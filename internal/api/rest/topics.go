@@ -122,11 +122,11 @@ func (a *API) createTopic(w http.ResponseWriter, r *http.Request, _ url.Values) 
 	}
 	status := http.StatusCreated
 	if body.IfNotExists {
-		if _, err := a.b.Topic(body.Name); err == nil {
+		if _, err := a.b.Topic(r.Context(), body.Name); err == nil {
 			status = http.StatusOK
 		}
 	}
-	ti, err := a.b.CreateTopic(body.Name, cfg, body.IfNotExists)
+	ti, err := a.b.CreateTopic(r.Context(), body.Name, cfg, body.IfNotExists)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,11 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request, _ url.Values) e
 	out := struct {
 		Topics []topicJSON `json:"topics"`
 	}{Topics: []topicJSON{}}
-	for _, ti := range a.b.Topics() {
+	topics, err := a.b.Topics(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, ti := range topics {
 		out.Topics = append(out.Topics, toTopicJSON(ti))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -147,7 +151,7 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request, _ url.Values) e
 }
 
 func (a *API) getTopic(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	ti, err := a.b.Topic(r.PathValue("topic"))
+	ti, err := a.b.Topic(r.Context(), r.PathValue("topic"))
 	if err != nil {
 		return err
 	}
@@ -156,7 +160,7 @@ func (a *API) getTopic(w http.ResponseWriter, r *http.Request, _ url.Values) err
 }
 
 func (a *API) deleteTopic(w http.ResponseWriter, r *http.Request, _ url.Values) error {
-	if err := a.b.DeleteTopic(r.PathValue("topic")); err != nil {
+	if err := a.b.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -731,8 +731,11 @@ type SubscribeOptions struct {
 	SessionTimeoutMs   int64  `protobuf:"varint,10,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
 	IncludePerformance bool   `protobuf:"varint,11,opt,name=include_performance,json=includePerformance,proto3" json:"include_performance,omitempty"`
 	Packed             bool   `protobuf:"varint,12,opt,name=packed,proto3" json:"packed,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The principal the relaying node authorized the member as; the
+	// coordinator acts as it on the member's behalf (dead-lettering).
+	Principal     string `protobuf:"bytes,13,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeOptions) Reset() {
@@ -847,6 +850,13 @@ func (x *SubscribeOptions) GetPacked() bool {
 		return x.Packed
 	}
 	return false
+}
+
+func (x *SubscribeOptions) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 type PartitionOffsets struct {
@@ -2382,7 +2392,7 @@ const file_internal_broker_nodepb_node_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\v2\x1e.hermes.internal.node.v1.ErrorR\x05error\"9\n" +
 	"\rStartPosition\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\x05R\x04kind\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value\"\xc6\x03\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value\"\xe4\x03\n" +
 	"\x10SubscribeOptions\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12<\n" +
@@ -2396,7 +2406,8 @@ const file_internal_broker_nodepb_node_proto_rawDesc = "" +
 	"\x12session_timeout_ms\x18\n" +
 	" \x01(\x03R\x10sessionTimeoutMs\x12/\n" +
 	"\x13include_performance\x18\v \x01(\bR\x12includePerformance\x12\x16\n" +
-	"\x06packed\x18\f \x01(\bR\x06packed\"J\n" +
+	"\x06packed\x18\f \x01(\bR\x06packed\x12\x1c\n" +
+	"\tprincipal\x18\r \x01(\tR\tprincipal\"J\n" +
 	"\x10PartitionOffsets\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x18\n" +
 	"\aoffsets\x18\x02 \x03(\x03R\aoffsets\"Y\n" +

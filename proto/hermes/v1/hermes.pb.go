@@ -111,6 +111,8 @@ const (
 	ErrorCode_ERROR_CODE_UNAVAILABLE         ErrorCode = 13
 	ErrorCode_ERROR_CODE_INTERNAL            ErrorCode = 14
 	ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY     ErrorCode = 15
+	// The request's principal may not do what it asks.
+	ErrorCode_ERROR_CODE_PERMISSION_DENIED ErrorCode = 16
 )
 
 // Enum value maps for ErrorCode.
@@ -132,6 +134,7 @@ var (
 		13: "ERROR_CODE_UNAVAILABLE",
 		14: "ERROR_CODE_INTERNAL",
 		15: "ERROR_CODE_GROUP_NOT_EMPTY",
+		16: "ERROR_CODE_PERMISSION_DENIED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":         0,
@@ -150,6 +153,7 @@ var (
 		"ERROR_CODE_UNAVAILABLE":         13,
 		"ERROR_CODE_INTERNAL":            14,
 		"ERROR_CODE_GROUP_NOT_EMPTY":     15,
+		"ERROR_CODE_PERMISSION_DENIED":   16,
 	}
 )
 
@@ -4185,7 +4189,7 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x19DELIVERY_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18DELIVERY_MODE_CONSISTENT\x10\x01\x12\x1a\n" +
 	"\x16DELIVERY_MODE_EVENTUAL\x10\x02\x12\x1d\n" +
-	"\x19DELIVERY_MODE_PERFORMANCE\x10\x03*\x84\x04\n" +
+	"\x19DELIVERY_MODE_PERFORMANCE\x10\x03*\xa6\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x01\x12\x1e\n" +
@@ -4203,7 +4207,8 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x18ERROR_CODE_CORRUPT_BATCH\x10\f\x12\x1a\n" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\r\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\x0e\x12\x1e\n" +
-	"\x1aERROR_CODE_GROUP_NOT_EMPTY\x10\x0f*P\n" +
+	"\x1aERROR_CODE_GROUP_NOT_EMPTY\x10\x0f\x12 \n" +
+	"\x1cERROR_CODE_PERMISSION_DENIED\x10\x10*P\n" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x18\n" +

@@ -1,0 +1,121 @@
+package broker
+
+import "context"
+
+// API is the broker as the protocol adapters see it (gRPC, REST, GraphQL,
+// and those to come): every request a client can make of a node. *Broker
+// implements it. Adapters depend on this interface only — they decode a
+// request, call one method, and encode the answer or map the error — and
+// their unit tests run against fakes of it.
+//
+// Every method takes the request's context: it bounds the call, and it
+// carries the principal the adapter authenticated (WithPrincipal). Each
+// method asks the node's Authorizer whether that principal may do what
+// it asks before acting, whatever protocol the request came by.
+//
+// Errors are of the kinds declared in errors.go, to be tested with
+// errors.Is, never by their text; Code names them as every protocol shows
+// them. Retriable(err) says whether the same request may be sent again
+// unchanged, RetryAfter(err) how soon and LeaderAddress(err) to which
+// node. Besides those a method names, any method may fail with:
+//   - ErrPermissionDenied (not retriable): the principal may not do it;
+//   - ErrUnavailable (retriable): the node is stopping, the metadata group
+//     or the partition is electing a leader, or the node a request must go
+//     to cannot be reached.
+//
+// What a method returns is the caller's, except where it says otherwise:
+// the Batches of a FetchResult or a Delivery are shared with the broker's
+// caches and must not be modified.
+type API interface {
+	// CreateTopic creates a topic through the metadata group (defaults
+	// fill cfg's zero fields) and describes it once this node applied the
+	// creation. With ifNotExists an existing topic is described instead.
+	// Errors: ErrInvalidTopicName; ErrInvalidArgument for a configuration
+	// out of range, including a replication factor above the cluster's
+	// nodes; ErrTopicExists.
+	CreateTopic(ctx context.Context, name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error)
+	// DeleteTopic deletes a topic, its records and its groups' committed
+	// offsets on every node; its subscriptions end with ErrTopicNotFound.
+	// Errors: ErrInvalidTopicName, ErrTopicNotFound.
+	DeleteTopic(ctx context.Context, name string) error
+	// Topics describes every topic the principal may describe, sorted by
+	// name.
+	Topics(ctx context.Context) ([]TopicInfo, error)
+	// Topic describes one topic. Errors: ErrInvalidTopicName,
+	// ErrTopicNotFound.
+	Topic(ctx context.Context, name string) (TopicInfo, error)
+
+	// Publish publishes records, or one packed batch, and waits for their
+	// acknowledgement in the request's delivery mode. The broker may
+	// modify req's records and batch. If ctx ends first the records may
+	// still be stored: publishing the same records again (same message
+	// ids) is how to make sure, and stores them once. Errors:
+	// ErrTopicNotFound, ErrPartitionNotFound, ErrInvalidArgument,
+	// ErrMessageTooLarge, ErrCorruptBatch; retriable ErrResourceExhausted
+	// when a bound was reached (after a bounded wait).
+	Publish(ctx context.Context, req *PublishRequest) (*PublishResult, error)
+	// PublishAsync is Publish without waiting for the acknowledgement:
+	// done is called exactly once, from some goroutine, when the records
+	// are acknowledged or have failed (a failed publish stored nothing).
+	// The publishes of one goroutine keep their order in a partition. It
+	// may block for a bounded time while the partition's queue is full:
+	// that is the back pressure a publisher's stream feels.
+	PublishAsync(ctx context.Context, req *PublishRequest, done func(*PublishResult, error))
+	// Fetch returns committed records of one partition from req.Offset,
+	// waiting up to req.MaxWait for some: whole batches, the first of
+	// which may start below the offset. Errors: ErrTopicNotFound,
+	// ErrPartitionNotFound, ErrInvalidArgument, ErrOffsetOutOfRange.
+	Fetch(ctx context.Context, req FetchRequest) (*FetchResult, error)
+	// OffsetForTime returns the first offset of a partition whose
+	// timestamp is at or after ts (Unix ns), or its high watermark when
+	// none is. Errors: ErrTopicNotFound, ErrPartitionNotFound.
+	OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (int64, error)
+
+	// Subscribe opens a subscription: a plain subscriber of some
+	// partitions, or a member of a group (coordinated by one node of the
+	// cluster, which may be another). Subscription documents its flow
+	// control. Errors: ErrTopicNotFound, ErrPartitionNotFound,
+	// ErrInvalidArgument and ErrInvalidTopicName for bad options,
+	// ErrOffsetOutOfRange for a start offset outside the log; retriable
+	// ErrResourceExhausted when the node's subscriptions are at their
+	// bound.
+	Subscribe(ctx context.Context, opts SubscribeOptions) (Subscription, error)
+	// CommitOffsets sets a group's committed offsets (the next offset to
+	// consume): as its member member, which must own the partitions, or,
+	// with member "", as an administrator. Durable (replicated) when it
+	// returns nil. Errors: ErrInvalidTopicName, ErrInvalidArgument,
+	// ErrUnknownMember, ErrNotAssigned, ErrGroupNotEmpty (an
+	// administrator's commit on a partition a live member owns),
+	// ErrTopicNotFound, ErrPartitionNotFound, ErrOffsetOutOfRange.
+	CommitOffsets(ctx context.Context, group, member string, offsets []Offset) error
+	// ListGroups lists the groups the principal may describe that have
+	// live members or committed offsets.
+	ListGroups(ctx context.Context) ([]GroupSummary, error)
+	// DescribeGroup describes a group: its members, and for every
+	// partition of the topics it consumes its committed offset, lag and
+	// owner. Errors: ErrInvalidTopicName, ErrGroupNotFound.
+	DescribeGroup(ctx context.Context, group string) (*GroupDescription, error)
+
+	// DescribeCluster reports the nodes and every partition's leader,
+	// replicas and (where this node leads) its followers' lag.
+	DescribeCluster(ctx context.Context) (ClusterStatus, error)
+	// AddNode adds a node, started to join and listening for other nodes
+	// at raftAddr, to the cluster. Errors: ErrInvalidArgument.
+	AddNode(ctx context.Context, id uint64, raftAddr string) error
+	// RemoveNode takes a node out of the cluster. Errors:
+	// ErrInvalidArgument while it holds partition replicas.
+	RemoveNode(ctx context.Context, id uint64) error
+	// Rebalance starts replica moves that spread the partitions' replicas
+	// evenly over the nodes, moving every replica off the drained ones,
+	// and returns them; they go on in the background.
+	Rebalance(ctx context.Context, drain []uint64) ([]Move, error)
+	// CancelMoves stops the replica moves in progress and returns them.
+	CancelMoves(ctx context.Context) ([]Move, error)
+
+	// NodeID is this node's id.
+	NodeID() uint64
+	// Ready reports whether the node serves requests.
+	Ready() bool
+}
+
+var _ API = (*Broker)(nil)

@@ -1,0 +1,386 @@
+// Package brokertest is an in-memory broker.API for the protocol
+// adapters' unit tests: what an adapter does with a request — how it
+// decodes it, what it asks the broker, how it encodes the answer or maps
+// the error — is tested against it without Raft, files or other nodes.
+// The real broker is tested end to end elsewhere (e2e).
+package brokertest
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// Call is one request an adapter made, with the principal it carried.
+type Call struct {
+	Method    string
+	Principal string
+	// Grant is the credit of a Grant call (Method "Grant").
+	Records int
+	Bytes   int64
+}
+
+// Fake keeps topics, records and committed offsets in memory. Plain
+// subscriptions and group members (one member gets every partition)
+// deliver within their credit, as the real broker does. Errs makes a
+// method fail: Errs["Publish"] = err. Safe for concurrent use.
+type Fake struct {
+	mu      sync.Mutex
+	topics  map[string]*fakeTopic
+	offsets map[string]map[tp]int64 // group → partition → offset
+	calls   []Call
+	changed chan struct{}
+	// Errs, by method name, is returned by that method instead of doing
+	// anything. Set it before the adapter runs.
+	Errs map[string]error
+}
+
+// tp names a partition of a topic.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+type fakeTopic struct {
+	info broker.TopicInfo
+	logs [][]record.Record // per partition
+}
+
+// New returns an empty Fake.
+func New() *Fake {
+	return &Fake{topics: map[string]*fakeTopic{}, offsets: map[string]map[tp]int64{}, changed: make(chan struct{}), Errs: map[string]error{}}
+}
+
+var _ broker.API = (*Fake)(nil)
+
+// Calls returns the requests made so far.
+func (f *Fake) Calls() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// record notes a call and returns the error set for it. Lock: f.mu held.
+func (f *Fake) record(ctx context.Context, method string) error {
+	f.calls = append(f.calls, Call{Method: method, Principal: broker.PrincipalFrom(ctx).Name})
+	return f.Errs[method]
+}
+
+// broadcast wakes subscriptions. Lock: f.mu held.
+func (f *Fake) broadcast() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *Fake) CreateTopic(ctx context.Context, name string, cfg broker.TopicConfig, ifNotExists bool) (broker.TopicInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "CreateTopic"); err != nil {
+		return broker.TopicInfo{}, err
+	}
+	if err := broker.ValidateName("topic", name); err != nil {
+		return broker.TopicInfo{}, err
+	}
+	if t, ok := f.topics[name]; ok {
+		if ifNotExists {
+			return f.infoLocked(t), nil
+		}
+		return broker.TopicInfo{}, broker.Errorf(broker.ErrTopicExists, "topic %q already exists", name)
+	}
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 1
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = broker.DefaultMaxMessageBytes
+	}
+	t := &fakeTopic{info: broker.TopicInfo{Name: name, Config: cfg}, logs: make([][]record.Record, cfg.Partitions)}
+	f.topics[name] = t
+	return f.infoLocked(t), nil
+}
+
+func (f *Fake) infoLocked(t *fakeTopic) broker.TopicInfo {
+	ti := t.info
+	ti.Partitions = make([]broker.PartitionInfo, len(t.logs))
+	for i, l := range t.logs {
+		ti.Partitions[i] = broker.PartitionInfo{Partition: int32(i), EndOffset: int64(len(l))}
+	}
+	return ti
+}
+
+func (f *Fake) topicLocked(name string) (*fakeTopic, error) {
+	t, ok := f.topics[name]
+	if !ok {
+		if err := broker.ValidateName("topic", name); err != nil {
+			return nil, err
+		}
+		return nil, broker.Errorf(broker.ErrTopicNotFound, "topic %q does not exist", name)
+	}
+	return t, nil
+}
+
+func (f *Fake) DeleteTopic(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "DeleteTopic"); err != nil {
+		return err
+	}
+	if _, err := f.topicLocked(name); err != nil {
+		return err
+	}
+	delete(f.topics, name)
+	f.broadcast()
+	return nil
+}
+
+func (f *Fake) Topics(ctx context.Context) ([]broker.TopicInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "Topics"); err != nil {
+		return nil, err
+	}
+	var out []broker.TopicInfo
+	for _, t := range f.topics {
+		out = append(out, f.infoLocked(t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (f *Fake) Topic(ctx context.Context, name string) (broker.TopicInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "Topic"); err != nil {
+		return broker.TopicInfo{}, err
+	}
+	t, err := f.topicLocked(name)
+	if err != nil {
+		return broker.TopicInfo{}, err
+	}
+	return f.infoLocked(t), nil
+}
+
+func (f *Fake) Publish(ctx context.Context, req *broker.PublishRequest) (*broker.PublishResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "Publish"); err != nil {
+		return nil, err
+	}
+	return f.publishLocked(req)
+}
+
+func (f *Fake) PublishAsync(ctx context.Context, req *broker.PublishRequest, done func(*broker.PublishResult, error)) {
+	f.mu.Lock()
+	err := f.record(ctx, "PublishAsync")
+	var res *broker.PublishResult
+	if err == nil {
+		res, err = f.publishLocked(req)
+	}
+	f.mu.Unlock()
+	done(res, err)
+}
+
+// publishLocked appends the records (keyless ones to partition 0 unless
+// one is named). Lock: f.mu held.
+func (f *Fake) publishLocked(req *broker.PublishRequest) (*broker.PublishResult, error) {
+	t, err := f.topicLocked(req.Topic)
+	if err != nil {
+		return nil, err
+	}
+	recs := req.Records
+	if req.Batch != nil {
+		if req.Partition == broker.AnyPartition {
+			return nil, broker.Errorf(broker.ErrInvalidArgument, "a packed batch needs a partition")
+		}
+		if recs, err = record.DecodeRecords(nil, req.Batch); err != nil {
+			return nil, broker.Errorf(broker.ErrCorruptBatch, "%v", err)
+		}
+	}
+	if len(recs) == 0 {
+		return nil, broker.Errorf(broker.ErrInvalidArgument, "a publish needs at least one record")
+	}
+	mode := req.Mode
+	if mode == broker.ModeDefault {
+		mode = broker.ModeConsistent
+	}
+	res := &broker.PublishResult{Mode: mode, Count: len(recs)}
+	for i := range recs {
+		pid := req.Partition
+		switch {
+		case pid == broker.AnyPartition && recs[i].Key != nil:
+			pid = record.KeyPartition(recs[i].Key, int32(len(t.logs)))
+		case pid == broker.AnyPartition:
+			pid = 0
+		}
+		if pid < 0 || int(pid) >= len(t.logs) {
+			return nil, broker.Errorf(broker.ErrPartitionNotFound, "topic %q has no partition %d", req.Topic, pid)
+		}
+		if recordBytes(&recs[i]) > int(t.info.Config.MaxMessageBytes) {
+			return nil, broker.Errorf(broker.ErrMessageTooLarge, "record %d is too large", i)
+		}
+		r := recs[i]
+		r.Offset = int64(len(t.logs[pid]))
+		if r.Timestamp == 0 {
+			r.Timestamp = time.Now().UnixNano()
+		}
+		t.logs[pid] = append(t.logs[pid], r)
+		res.Acks = append(res.Acks, broker.RecordAck{Partition: pid, Offset: r.Offset})
+		if i == 0 {
+			res.Partition, res.BaseOffset = pid, r.Offset
+		}
+	}
+	if req.Batch != nil {
+		res.Acks = nil
+	}
+	f.broadcast()
+	return res, nil
+}
+
+func recordBytes(r *record.Record) int {
+	n := len(r.Key) + len(r.Payload)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+func (f *Fake) Fetch(ctx context.Context, req broker.FetchRequest) (*broker.FetchResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "Fetch"); err != nil {
+		return nil, err
+	}
+	t, err := f.topicLocked(req.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if req.Partition < 0 || int(req.Partition) >= len(t.logs) {
+		return nil, broker.Errorf(broker.ErrPartitionNotFound, "topic %q has no partition %d", req.Topic, req.Partition)
+	}
+	l := t.logs[req.Partition]
+	if req.Offset < 0 || req.Offset > int64(len(l)) {
+		return nil, broker.Errorf(broker.ErrOffsetOutOfRange, "offset %d is outside [0, %d]", req.Offset, len(l))
+	}
+	res := &broker.FetchResult{HighWatermark: int64(len(l))}
+	if req.Offset < int64(len(l)) {
+		res.Batches = [][]byte{record.AppendBatch(nil, req.Offset, l[req.Offset:])}
+	}
+	return res, nil
+}
+
+func (f *Fake) OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "OffsetForTime"); err != nil {
+		return 0, err
+	}
+	t, err := f.topicLocked(topic)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range t.logs[partition] {
+		if r.Timestamp >= ts {
+			return r.Offset, nil
+		}
+	}
+	return int64(len(t.logs[partition])), nil
+}
+
+func (f *Fake) CommitOffsets(ctx context.Context, group, member string, offsets []broker.Offset) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "CommitOffsets"); err != nil {
+		return err
+	}
+	return f.commitLocked(group, offsets)
+}
+
+func (f *Fake) commitLocked(group string, offsets []broker.Offset) error {
+	if err := broker.ValidateName("group", group); err != nil {
+		return err
+	}
+	g := f.offsets[group]
+	if g == nil {
+		g = map[tp]int64{}
+		f.offsets[group] = g
+	}
+	for _, o := range offsets {
+		g[tp{o.Topic, o.Partition}] = o.Offset
+	}
+	return nil
+}
+
+func (f *Fake) ListGroups(ctx context.Context) ([]broker.GroupSummary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "ListGroups"); err != nil {
+		return nil, err
+	}
+	var out []broker.GroupSummary
+	for name := range f.offsets {
+		out = append(out, broker.GroupSummary{Name: name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (f *Fake) DescribeGroup(ctx context.Context, group string) (*broker.GroupDescription, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "DescribeGroup"); err != nil {
+		return nil, err
+	}
+	g, ok := f.offsets[group]
+	if !ok {
+		return nil, broker.Errorf(broker.ErrGroupNotFound, "group %q has no members and no committed offsets", group)
+	}
+	d := &broker.GroupDescription{Name: group}
+	for k, off := range g {
+		d.Partitions = append(d.Partitions, broker.GroupPartitionInfo{Topic: k.topic, Partition: k.partition, Committed: off})
+	}
+	sort.Slice(d.Partitions, func(i, j int) bool {
+		a, b := d.Partitions[i], d.Partitions[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	return d, nil
+}
+
+func (f *Fake) DescribeCluster(ctx context.Context) (broker.ClusterStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return broker.ClusterStatus{NodeID: 1, MetadataLeader: 1}, f.record(ctx, "DescribeCluster")
+}
+
+func (f *Fake) AddNode(ctx context.Context, id uint64, raftAddr string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.record(ctx, "AddNode")
+}
+
+func (f *Fake) RemoveNode(ctx context.Context, id uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.record(ctx, "RemoveNode")
+}
+
+func (f *Fake) Rebalance(ctx context.Context, drain []uint64) ([]broker.Move, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return nil, f.record(ctx, "Rebalance")
+}
+
+func (f *Fake) CancelMoves(ctx context.Context) ([]broker.Move, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return nil, f.record(ctx, "CancelMoves")
+}
+
+// NodeID is 1.
+func (f *Fake) NodeID() uint64 { return 1 }
+
+// Ready is true.
+func (f *Fake) Ready() bool { return true }
