@@ -58,13 +58,39 @@ func (d *graphqlDriver) op(ctx context.Context, query string, vars map[string]an
 	return nil
 }
 
-func (d *graphqlDriver) CreateTopic(ctx context.Context, name string, partitions, maxBytes int32) error {
-	cfg := map[string]any{"partitions": partitions}
-	if maxBytes > 0 {
-		cfg["maxMessageBytes"] = maxBytes
+func (d *graphqlDriver) CreateTopic(ctx context.Context, name string, c cTopicConfig) error {
+	cfg := map[string]any{"partitions": c.Partitions, "retentionMs": c.RetentionMs, "retentionBytes": c.RetentionBytes,
+		"maxMessageBytes": c.MaxMessageBytes, "segmentBytes": c.SegmentBytes, "replicationFactor": c.ReplicationFactor}
+	if c.DefaultMode != "" {
+		cfg["defaultMode"] = strings.ToUpper(c.DefaultMode)
 	}
 	return d.op(ctx, `mutation($n: String!, $c: TopicConfigInput) { createTopic(name: $n, config: $c) { name } }`,
 		map[string]any{"n": name, "c": cfg}, nil)
+}
+
+func (d *graphqlDriver) DescribeTopic(ctx context.Context, name string) (cTopicConfig, []int64, error) {
+	var out struct {
+		Topic struct {
+			Config struct {
+				Partitions, MaxMessageBytes, ReplicationFactor int32
+				RetentionMs, RetentionBytes, SegmentBytes      int64
+				DefaultMode                                    string
+			}
+			Partitions []struct{ EndOffset int64 }
+		}
+	}
+	err := d.op(ctx, `query($n: String!) { topic(name: $n) { config { partitions retentionMs retentionBytes maxMessageBytes defaultMode segmentBytes replicationFactor } partitions { endOffset } } }`,
+		map[string]any{"n": name}, &out)
+	if err != nil {
+		return cTopicConfig{}, nil, err
+	}
+	c := out.Topic.Config
+	var ends []int64
+	for _, p := range out.Topic.Partitions {
+		ends = append(ends, p.EndOffset)
+	}
+	return cTopicConfig{Partitions: c.Partitions, RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
+		SegmentBytes: c.SegmentBytes, ReplicationFactor: c.ReplicationFactor, DefaultMode: strings.ToLower(c.DefaultMode)}, ends, nil
 }
 
 func (d *graphqlDriver) DeleteTopic(ctx context.Context, name string) error {
@@ -176,7 +202,8 @@ func (d *graphqlDriver) Committed(ctx context.Context, group, topic string, part
 	return 0, fmt.Errorf("group %s has no commit on %s/%d", group, topic, partition)
 }
 
-func (d *graphqlDriver) Subscribe(ctx context.Context, topic, group, ackMode string, ackWait time.Duration, maxDeliveries int) (cSub, error) {
+func (d *graphqlDriver) Subscribe(ctx context.Context, topic string, o cSubOpts) (cSub, error) {
+	group, ackWait, maxDeliveries := o.Group, o.AckWait, o.MaxDeliveries
 	ctx, cancel := context.WithCancel(ctx)
 	c, _, err := websocket.Dial(ctx, "ws://"+d.addr+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
 	if err != nil {
@@ -184,9 +211,15 @@ func (d *graphqlDriver) Subscribe(ctx context.Context, topic, group, ackMode str
 		return nil, err
 	}
 	s := &gqlSub{d: d, c: c, cancel: cancel, group: group}
-	mode := "MANUAL"
-	if ackMode == "per-message" {
-		mode = "PER_MESSAGE"
+	mode := map[string]string{"manual": "MANUAL", "auto": "AUTO", "per-message": "PER_MESSAGE"}[o.AckMode]
+	from := map[string]any{}
+	switch o.Start {
+	case "earliest", "latest":
+		from[o.Start] = true
+	case "offset":
+		from["offset"] = o.StartValue
+	case "timestamp":
+		from["timestamp"] = time.Unix(0, o.StartValue).UTC().Format(time.RFC3339Nano)
 	}
 	opts := map[string]any{}
 	if ackWait > 0 {
@@ -195,8 +228,12 @@ func (d *graphqlDriver) Subscribe(ctx context.Context, topic, group, ackMode str
 	if maxDeliveries > 0 {
 		opts["maxDeliveries"] = maxDeliveries
 	}
-	query := `subscription($t: String!, $g: String, $a: AckMode!, $o: SubscribeOptions) {
-		records(topic: $t, group: $g, from: {earliest: true}, ackMode: $a, options: $o) {
+	var g any
+	if group != "" {
+		g = group
+	}
+	query := `subscription($t: String!, $g: String, $f: StartPosition, $a: AckMode!, $o: SubscribeOptions) {
+		records(topic: $t, group: $g, from: $f, ackMode: $a, options: $o) {
 			subscribed { memberId } record { ` + gqlRecordFields + ` } } }`
 	err = s.send(ctx, map[string]any{"type": "connection_init"})
 	if err == nil {
@@ -204,12 +241,15 @@ func (d *graphqlDriver) Subscribe(ctx context.Context, topic, group, ackMode str
 	}
 	if err == nil {
 		err = s.send(ctx, map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{
-			"query": query, "variables": map[string]any{"t": topic, "g": group, "a": mode, "o": opts}}})
+			"query": query, "variables": map[string]any{"t": topic, "g": g, "f": from, "a": mode, "o": opts}}})
 	}
-	for err == nil && s.member == "" {
+	for subscribed := false; err == nil && !subscribed; {
 		var ev *gqlEvent
 		if ev, err = s.read(ctx); ev != nil && ev.Subscribed != nil {
-			s.member = ev.Subscribed.MemberID
+			if id := ev.Subscribed.MemberID; id != nil {
+				s.member = *id
+			}
+			subscribed = true
 		}
 	}
 	if err != nil {
@@ -220,7 +260,7 @@ func (d *graphqlDriver) Subscribe(ctx context.Context, topic, group, ackMode str
 }
 
 type gqlEvent struct {
-	Subscribed *struct{ MemberID string }
+	Subscribed *struct{ MemberID *string }
 	Record     *confGQLRecord
 }
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/status"
 
@@ -52,9 +51,27 @@ func grpcMode(mode string) pb.DeliveryMode {
 	}[mode]
 }
 
-func (d *grpcDriver) CreateTopic(ctx context.Context, name string, partitions, maxBytes int32) error {
-	_, err := d.c.CreateTopic(ctx, &pb.CreateTopicRequest{Name: name, Config: &pb.TopicConfig{Partitions: partitions, MaxMessageBytes: maxBytes}})
+func (d *grpcDriver) CreateTopic(ctx context.Context, name string, c cTopicConfig) error {
+	_, err := d.c.CreateTopic(ctx, &pb.CreateTopicRequest{Name: name, Config: &pb.TopicConfig{
+		Partitions: c.Partitions, RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
+		SegmentBytes: c.SegmentBytes, DefaultMode: grpcMode(c.DefaultMode), ReplicationFactor: c.ReplicationFactor}})
 	return grpcErr(err)
+}
+
+func (d *grpcDriver) DescribeTopic(ctx context.Context, name string) (cTopicConfig, []int64, error) {
+	resp, err := d.c.DescribeTopic(ctx, &pb.DescribeTopicRequest{Name: name})
+	if err != nil {
+		return cTopicConfig{}, nil, grpcErr(err)
+	}
+	c := resp.Topic.Config
+	out := cTopicConfig{Partitions: c.Partitions, RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
+		SegmentBytes: c.SegmentBytes, ReplicationFactor: c.ReplicationFactor,
+		DefaultMode: strings.ToLower(strings.TrimPrefix(c.DefaultMode.String(), "DELIVERY_MODE_"))}
+	var ends []int64
+	for _, p := range resp.Topic.Partitions {
+		ends = append(ends, p.EndOffset)
+	}
+	return out, ends, nil
 }
 
 func (d *grpcDriver) DeleteTopic(ctx context.Context, name string) error {
@@ -124,18 +141,28 @@ func (d *grpcDriver) Committed(ctx context.Context, group, topic string, partiti
 	return 0, fmt.Errorf("group %s has no partition %s/%d", group, topic, partition)
 }
 
-func (d *grpcDriver) Subscribe(ctx context.Context, topic, group, ackMode string, ackWait time.Duration, maxDeliveries int) (cSub, error) {
+func (d *grpcDriver) Subscribe(ctx context.Context, topic string, o cSubOpts) (cSub, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	s, err := d.c.Subscribe(ctx)
 	if err != nil {
 		cancel()
 		return nil, grpcErr(err)
 	}
-	open := &pb.SubscribeOptions{Topic: topic, Group: group, CreditRecords: 1,
-		Start:     &pb.StartPosition{Position: &pb.StartPosition_Earliest{Earliest: true}},
-		AckWaitMs: ackWait.Milliseconds(), MaxDeliveries: int32(maxDeliveries)}
-	if ackMode == "per-message" {
+	open := &pb.SubscribeOptions{Topic: topic, Group: o.Group, CreditRecords: 1,
+		AckWaitMs: o.AckWait.Milliseconds(), MaxDeliveries: int32(o.MaxDeliveries)}
+	switch o.Start {
+	case "earliest":
+		open.Start = &pb.StartPosition{Position: &pb.StartPosition_Earliest{Earliest: true}}
+	case "offset":
+		open.Start = &pb.StartPosition{Position: &pb.StartPosition_Offset{Offset: o.StartValue}}
+	case "timestamp":
+		open.Start = &pb.StartPosition{Position: &pb.StartPosition_TimestampUnixNano{TimestampUnixNano: o.StartValue}}
+	}
+	switch o.AckMode {
+	case "per-message":
 		open.AckMode = pb.AckMode_ACK_MODE_PER_MESSAGE
+	case "auto":
+		open.AckMode = pb.AckMode_ACK_MODE_AUTO
 	}
 	if err := s.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Open{Open: open}}); err != nil {
 		cancel()

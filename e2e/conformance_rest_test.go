@@ -59,12 +59,40 @@ func (d *restDriver) do(ctx context.Context, method, path string, body, out any)
 	return nil
 }
 
-func (d *restDriver) CreateTopic(ctx context.Context, name string, partitions, maxBytes int32) error {
-	body := map[string]any{"name": name, "partitions": partitions}
-	if maxBytes > 0 {
-		body["max_message_bytes"] = maxBytes
+func (d *restDriver) CreateTopic(ctx context.Context, name string, c cTopicConfig) error {
+	body := map[string]any{"name": name, "partitions": c.Partitions, "retention_ms": c.RetentionMs, "retention_bytes": c.RetentionBytes,
+		"max_message_bytes": c.MaxMessageBytes, "segment_bytes": c.SegmentBytes, "replication_factor": c.ReplicationFactor}
+	if c.DefaultMode != "" {
+		body["default_mode"] = c.DefaultMode
 	}
 	return d.do(ctx, "POST", "/v1/topics", body, nil)
+}
+
+func (d *restDriver) DescribeTopic(ctx context.Context, name string) (cTopicConfig, []int64, error) {
+	var out struct {
+		Config struct {
+			Partitions        int32  `json:"partitions"`
+			RetentionMs       int64  `json:"retention_ms"`
+			RetentionBytes    int64  `json:"retention_bytes"`
+			MaxMessageBytes   int32  `json:"max_message_bytes"`
+			DefaultMode       string `json:"default_mode"`
+			SegmentBytes      int64  `json:"segment_bytes"`
+			ReplicationFactor int32  `json:"replication_factor"`
+		} `json:"config"`
+		Partitions []struct {
+			EndOffset int64 `json:"end_offset"`
+		} `json:"partitions"`
+	}
+	if err := d.do(ctx, "GET", "/v1/topics/"+url.PathEscape(name), nil, &out); err != nil {
+		return cTopicConfig{}, nil, err
+	}
+	var ends []int64
+	for _, p := range out.Partitions {
+		ends = append(ends, p.EndOffset)
+	}
+	c := out.Config
+	return cTopicConfig{Partitions: c.Partitions, RetentionMs: c.RetentionMs, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
+		SegmentBytes: c.SegmentBytes, DefaultMode: c.DefaultMode, ReplicationFactor: c.ReplicationFactor}, ends, nil
 }
 
 func (d *restDriver) DeleteTopic(ctx context.Context, name string) error {
@@ -177,13 +205,25 @@ func (d *restDriver) Committed(ctx context.Context, group, topic string, partiti
 	return 0, fmt.Errorf("group %s has no partition %s/%d", group, topic, partition)
 }
 
-func (d *restDriver) Subscribe(ctx context.Context, topic, group, ackMode string, ackWait time.Duration, maxDeliveries int) (cSub, error) {
-	q := url.Values{"group": {group}, "from": {"earliest"}, "ack": {ackMode}}
-	if ackWait > 0 {
-		q.Set("ack_wait_ms", fmt.Sprint(ackWait.Milliseconds()))
+func (d *restDriver) Subscribe(ctx context.Context, topic string, o cSubOpts) (cSub, error) {
+	group := o.Group
+	q := url.Values{"ack": {o.AckMode}}
+	if group != "" {
+		q.Set("group", group)
 	}
-	if maxDeliveries > 0 {
-		q.Set("max_deliveries", fmt.Sprint(maxDeliveries))
+	switch o.Start {
+	case "earliest", "latest":
+		q.Set("from", o.Start)
+	case "offset":
+		q.Set("from", fmt.Sprint("offset:", o.StartValue))
+	case "timestamp":
+		q.Set("from", "time:"+time.Unix(0, o.StartValue).UTC().Format(time.RFC3339Nano))
+	}
+	if o.AckWait > 0 {
+		q.Set("ack_wait_ms", fmt.Sprint(o.AckWait.Milliseconds()))
+	}
+	if o.MaxDeliveries > 0 {
+		q.Set("max_deliveries", fmt.Sprint(o.MaxDeliveries))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/topics/"+url.PathEscape(topic)+"/subscribe?"+q.Encode(), nil)
@@ -195,11 +235,17 @@ func (d *restDriver) Subscribe(ctx context.Context, topic, group, ackMode string
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		cancel()
-		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("subscribe: HTTP %d: %s", resp.StatusCode, b)
+		var e struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&e)
+		return nil, &apiError{code: e.Error.Code, msg: fmt.Sprintf("subscribe: HTTP %d: %s", resp.StatusCode, e.Error.Message)}
 	}
 	s := &restSub{d: d, group: group, topic: topic, body: resp.Body, cancel: cancel, r: bufio.NewReader(resp.Body)}
-	for s.member == "" {
+	for subscribed := false; !subscribed; {
 		ev, data, err := s.event()
 		if err != nil {
 			s.Close()
@@ -210,7 +256,7 @@ func (d *restDriver) Subscribe(ctx context.Context, topic, group, ackMode string
 				MemberID string `json:"member_id"`
 			}
 			json.Unmarshal(data, &hello)
-			s.member = hello.MemberID
+			s.member, subscribed = hello.MemberID, true
 		}
 	}
 	return s, nil

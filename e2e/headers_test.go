@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/record"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -91,5 +93,84 @@ func TestClientHeadersChangeNothing(t *testing.T) {
 			t.Fatalf("after %d records: %v", received, err)
 		}
 		received += len(msg.GetDeliveries().GetRecords())
+	}
+}
+
+// A group member relayed to the coordinator gets what a member on the
+// coordinator gets: the same packed batches, within the same byte credit.
+func TestRelayedMemberKeepsCreditAndPacking(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: "credit", Config: &pb.TopicConfig{Partitions: 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batchBytes int64
+	for i := 0; i < 10; i++ {
+		b := packed(newIDs(5), 100)
+		batchBytes = int64(len(b))
+		p0 := int32(0)
+		if _, err := cs[0].Publish(ctxT(t, 10*time.Second), &pb.PublishRequest{Topic: "credit", Partition: &p0, Batch: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desc, err := cs[0].DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinator := int(desc.MetadataLeader) - 1
+	relayed := (coordinator + 1) % 3
+	deliveries := func(node int, group string) []int {
+		t.Helper()
+		stream, err := cs[node].Subscribe(ctxT(t, 20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = stream.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Open{Open: &pb.SubscribeOptions{Topic: "credit", Group: group, Packed: true,
+			Start: &pb.StartPosition{Position: &pb.StartPosition_Earliest{Earliest: true}}, CreditRecords: 1000, CreditBytes: 2 * batchBytes}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int
+		received := 0
+		for received < 50 {
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("node %d: after %d records: %v", node+1, received, err)
+			}
+			d := resp.GetDeliveries()
+			if d == nil {
+				continue
+			}
+			if len(d.Records) > 0 {
+				t.Fatalf("node %d: unpacked records in a packed subscription", node+1)
+			}
+			n := 0
+			for _, b := range d.Batches {
+				recs, err := record.DecodeRecords(nil, b.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += len(recs)
+			}
+			received += n
+			sizes = append(sizes, len(d.Batches))
+			// Credit for what was delivered, as a client gives it back.
+			var bytes int64
+			for _, b := range d.Batches {
+				bytes += int64(len(b.Data))
+			}
+			stream.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Credit{Credit: &pb.Credit{Records: int32(n), Bytes: bytes}}})
+		}
+		stream.CloseSend()
+		return sizes
+	}
+	local := deliveries(coordinator, "at-the-coordinator")
+	remote := deliveries(relayed, "relayed")
+	if !slices.Equal(local, remote) || slices.Max(local) > 2 {
+		t.Fatalf("batches per delivery at the coordinator %v, relayed %v; want the same, at most 2 (the byte credit)", local, remote)
 	}
 }

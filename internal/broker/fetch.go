@@ -49,9 +49,9 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, err
 	}
 	var res *FetchResult
 	if p.remote {
-		res, err = b.remoteFetch(ctx, p, req)
+		res, err = b.remoteFetch(ctx, p, req, b.replicaNodes(p))
 	} else {
-		res, err = b.fetchLocal(ctx, t, p, req)
+		res, err = b.fetchLocal(ctx, t, p, req, false)
 	}
 	if err == nil {
 		b.countConsumed(p, res.Batches)
@@ -69,7 +69,7 @@ func (b *Broker) fetchHere(ctx context.Context, req FetchRequest) (*FetchResult,
 	if p.remote {
 		return nil, p.notHere()
 	}
-	return b.fetchLocal(ctx, t, p, req)
+	return b.fetchLocal(ctx, t, p, req, true)
 }
 
 // fetchTarget validates req (filling its defaults) and finds its
@@ -98,16 +98,33 @@ func (b *Broker) fetchTarget(req *FetchRequest) (*topic, *partition, error) {
 	return t, p, nil
 }
 
-// fetchLocal reads p's local replica.
-func (b *Broker) fetchLocal(ctx context.Context, t *topic, p *partition, req FetchRequest) (*FetchResult, error) {
+// fetchLocal reads p's local replica. An offset past this replica's high
+// watermark is the leader's to judge: past the end of its log it is out
+// of range; below, the records are on their way (committed, or about to
+// be). A follower asks the leader (unless the fetch was relayed here), so
+// that a fetch answers the same on every node: a client reads what it was
+// just acknowledged wherever it reads.
+func (b *Broker) fetchLocal(ctx context.Context, t *topic, p *partition, req FetchRequest, relayed bool) (*FetchResult, error) {
 	var deadline <-chan time.Time
 	if req.MaxWait > 0 {
 		timer := time.NewTimer(req.MaxWait)
 		defer timer.Stop()
 		deadline = timer.C
 	}
-	if start, hw := p.offsets(); req.Offset > hw && p.rep.Leading() {
-		return nil, errorf(ErrOffsetOutOfRange, "offset %d is outside [%d, %d] of %s/%d", req.Offset, start, hw, t.name, p.id)
+	if _, hw := p.offsets(); req.Offset > hw {
+		lead := p.rep.Leader()
+		if lead == 0 { // an election: the leader will judge
+			lead = p.rep.WaitLeader(noLeaderWait)
+		}
+		switch {
+		case lead == b.cfg.Cluster.NodeID && p.rep.WaitLeading(noLeaderWait):
+			if end := p.rep.LogEnd(); req.Offset > end {
+				start, _ := p.offsets()
+				return nil, errorf(ErrOffsetOutOfRange, "offset %d is outside [%d, %d] of %s/%d", req.Offset, start, end, t.name, p.id)
+			}
+		case !relayed && lead != 0 && lead != b.cfg.Cluster.NodeID:
+			return b.remoteFetch(ctx, p, req, []uint64{lead})
+		}
 	}
 	for {
 		changed := t.changed()

@@ -57,11 +57,11 @@ func isAnswer(err error) bool {
 		errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrPartitionNotFound)
 }
 
-// remoteFetch reads p from a node holding it: whole batches from
-// req.Offset, waiting up to req.MaxWait there for some.
-func (b *Broker) remoteFetch(ctx context.Context, p *partition, req FetchRequest) (*FetchResult, error) {
+// remoteFetch reads p from the first of nodes that answers: whole
+// batches from req.Offset, waiting up to req.MaxWait there for some.
+func (b *Broker) remoteFetch(ctx context.Context, p *partition, req FetchRequest, nodes []uint64) (*FetchResult, error) {
 	var lastErr error = p.notHere()
-	for _, node := range b.replicaNodes(p) {
+	for _, node := range nodes {
 		c, err := b.nodeClient(node)
 		if err != nil {
 			lastErr = err
@@ -160,7 +160,7 @@ func (b *Broker) remoteRead(p *partition, offset int64, maxBytes int) ([][]byte,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
 	defer cancel()
-	res, err := b.remoteFetch(ctx, p, FetchRequest{Topic: p.t.name, Partition: p.id, Offset: offset, MaxBytes: maxBytes})
+	res, err := b.remoteFetch(ctx, p, FetchRequest{Topic: p.t.name, Partition: p.id, Offset: offset, MaxBytes: maxBytes}, b.replicaNodes(p))
 	if err != nil {
 		return nil, start, hw, err
 	}

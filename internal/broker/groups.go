@@ -297,10 +297,15 @@ func (m *groupManager) delivered(s *localSub, pid int32, from, to, gen int64) bo
 	os := s.gs.offset(topicPartition{s.t.name, pid})
 	switch s.opts.AckMode {
 	case AckAuto:
-		// Everything before this delivery was sent: the adapter polls
-		// again only after a successful send. This delivery itself counts
-		// once the next poll of the partition shows it went out.
-		os.committed = from
+		// Everything before this delivery was sent: the adapter asks for
+		// the next delivery only after a successful send. This delivery
+		// itself counts at the member's next Next (sent), whether or not
+		// more records come (commitSent).
+		os.committed = max(os.committed, from)
+		if s.sent == nil {
+			s.sent = make(map[int32]int64)
+		}
+		s.sent[pid] = to
 	case AckPerMessage:
 		now := time.Now()
 		for off := from; off < to; off++ {
@@ -308,6 +313,24 @@ func (m *groupManager) delivered(s *localSub, pid int32, from, to, gen int64) bo
 		}
 	}
 	return true
+}
+
+// commitSent commits, for an auto-committing member asking for its next
+// delivery, the records of its last deliveries: it asks only once they
+// were sent.
+func (m *groupManager) commitSent(s *localSub) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid, to := range s.sent {
+		if owner, ok := s.gs.g.Owner(s.t.name, pid); ok && owner == s.memberID {
+			if os := s.gs.offset(topicPartition{s.t.name, pid}); os.committed < to {
+				os.committed = to
+			}
+		}
+	}
+	clear(s.sent)
 }
 
 // commit stores offsets committed by member s (manual mode), after checking

@@ -234,7 +234,10 @@ type localSub struct {
 	announce   bool  // an assignment change not yet returned by Next
 	ended      error // why the session ended, once it has
 	credit     credit
-	wake       chan struct{}
+	// sent is, for an auto-committing member, the offset after its last
+	// delivery of each partition: committed at its next Next.
+	sent map[int32]int64
+	wake chan struct{}
 }
 
 // Subscribe opens a subscription. With a group, the caller becomes a
@@ -450,6 +453,9 @@ func (s *localSub) Grant(records int, bytes int64) {
 }
 
 func (s *localSub) Next(ctx context.Context) (*Delivery, error) {
+	if s.gs != nil && s.opts.AckMode == AckAuto {
+		s.b.groups.commitSent(s)
+	}
 	for {
 		s.mu.Lock()
 		ended := s.ended

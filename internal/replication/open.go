@@ -167,6 +167,13 @@ func fillDedup(w *dedup.Window, log *partlog.Log) error {
 // Log returns the group's data log, to read.
 func (r *Replica) Log() LogReader { return r.store.log }
 
+// LogEnd is the offset after the last record in this replica's log,
+// committed or not.
+func (r *Replica) LogEnd() int64 {
+	last, _ := r.store.LastIndex()
+	return r.store.OffsetAfter(last)
+}
+
 // FirstIndex is the index of the first entry of the group's Raft log
 // kept here (the one after the compaction point).
 func (r *Replica) FirstIndex() uint64 {

@@ -459,6 +459,24 @@ func (r *Replica) WaitLeader(d time.Duration) uint64 {
 	}
 }
 
+// WaitLeading waits, at most d, until Leading; it reports whether this
+// replica leads and knows what is committed. A new leader knows once the
+// first entry of its term is applied: a round trip to a quorum.
+func (r *Replica) WaitLeading(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !r.Leading() {
+		if r.leader.Load() != r.cfg.NodeID || time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-r.stopc:
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return true
+}
+
 // Leading reports whether this replica leads its group and knows what is
 // committed: the first entry of its term is applied, so every entry a
 // previous leader committed is too.

@@ -70,8 +70,11 @@ func topicConfigIn(c *TopicConfigInput) (broker.TopicConfig, error) {
 	if c.SegmentBytes != nil {
 		out.SegmentBytes = *c.SegmentBytes
 	}
+	if c.ReplicationFactor != nil {
+		out.ReplicationFactor = *c.ReplicationFactor
+	}
 	out.DefaultMode = modeIn(c.DefaultMode)
-	if out.Partitions < 0 || out.RetentionBytes < 0 || out.MaxMessageBytes < 0 || out.SegmentBytes < 0 {
+	if out.Partitions < 0 || out.RetentionBytes < 0 || out.MaxMessageBytes < 0 || out.SegmentBytes < 0 || out.ReplicationFactor < 0 {
 		return out, invalid("topic config values must not be negative")
 	}
 	return out, nil
@@ -84,7 +87,7 @@ func topicOut(ti broker.TopicInfo) *Topic {
 		Config: &TopicConfig{
 			Partitions: c.Partitions, RetentionMs: c.RetentionAge.Milliseconds(),
 			RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes,
-			DefaultMode: modeOut(c.DefaultMode), SegmentBytes: c.SegmentBytes,
+			DefaultMode: modeOut(c.DefaultMode), SegmentBytes: c.SegmentBytes, ReplicationFactor: c.ReplicationFactor,
 		},
 		Partitions: make([]*Partition, len(ti.Partitions)),
 	}

@@ -163,12 +163,13 @@ type ComplexityRoot struct {
 	}
 
 	TopicConfig struct {
-		DefaultMode     func(childComplexity int) int
-		MaxMessageBytes func(childComplexity int) int
-		Partitions      func(childComplexity int) int
-		RetentionBytes  func(childComplexity int) int
-		RetentionMs     func(childComplexity int) int
-		SegmentBytes    func(childComplexity int) int
+		DefaultMode       func(childComplexity int) int
+		MaxMessageBytes   func(childComplexity int) int
+		Partitions        func(childComplexity int) int
+		ReplicationFactor func(childComplexity int) int
+		RetentionBytes    func(childComplexity int) int
+		RetentionMs       func(childComplexity int) int
+		SegmentBytes      func(childComplexity int) int
 	}
 }
 
@@ -738,6 +739,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TopicConfig.Partitions(childComplexity), true
+	case "TopicConfig.replicationFactor":
+		if e.ComplexityRoot.TopicConfig.ReplicationFactor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TopicConfig.ReplicationFactor(childComplexity), true
 	case "TopicConfig.retentionBytes":
 		if e.ComplexityRoot.TopicConfig.RetentionBytes == nil {
 			break
@@ -1107,6 +1114,8 @@ func (ec *executionContext) childFields_TopicConfig(ctx context.Context, field g
 		return ec.fieldContext_TopicConfig_defaultMode(ctx, field)
 	case "segmentBytes":
 		return ec.fieldContext_TopicConfig_segmentBytes(ctx, field)
+	case "replicationFactor":
+		return ec.fieldContext_TopicConfig_replicationFactor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TopicConfig", field.Name)
 }
@@ -3860,6 +3869,29 @@ func (ec *executionContext) fieldContext_TopicConfig_segmentBytes(_ context.Cont
 	return graphql.NewScalarFieldContext("TopicConfig", field, false, false, "Int64")
 }
 
+func (ec *executionContext) _TopicConfig_replicationFactor(ctx context.Context, field graphql.CollectedField, obj *TopicConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TopicConfig_replicationFactor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReplicationFactor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TopicConfig_replicationFactor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TopicConfig", field, false, false, "Int")
+}
+
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5336,7 +5368,7 @@ func (ec *executionContext) unmarshalInputTopicConfigInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"partitions", "retentionMs", "retentionBytes", "maxMessageBytes", "defaultMode", "segmentBytes"}
+	fieldsInOrder := [...]string{"partitions", "retentionMs", "retentionBytes", "maxMessageBytes", "defaultMode", "segmentBytes", "replicationFactor"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -5385,6 +5417,13 @@ func (ec *executionContext) unmarshalInputTopicConfigInput(ctx context.Context, 
 				return it, err
 			}
 			it.SegmentBytes = data
+		case "replicationFactor":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("replicationFactor"))
+			data, err := ec.unmarshalOInt2ᚖint32(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ReplicationFactor = data
 		}
 	}
 	return it, nil
@@ -6324,6 +6363,11 @@ func (ec *executionContext) _TopicConfig(ctx context.Context, sel ast.SelectionS
 			}
 		case "segmentBytes":
 			out.Values[i] = ec._TopicConfig_segmentBytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replicationFactor":
+			out.Values[i] = ec._TopicConfig_replicationFactor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -156,6 +156,8 @@ type TopicConfig struct {
 	MaxMessageBytes int32        `json:"maxMessageBytes"`
 	DefaultMode     DeliveryMode `json:"defaultMode"`
 	SegmentBytes    int64        `json:"segmentBytes"`
+	// Replicas of each partition.
+	ReplicationFactor int32 `json:"replicationFactor"`
 }
 
 // Absent fields take their defaults.
@@ -166,6 +168,8 @@ type TopicConfigInput struct {
 	MaxMessageBytes *int32        `json:"maxMessageBytes,omitempty"`
 	DefaultMode     *DeliveryMode `json:"defaultMode,omitempty"`
 	SegmentBytes    *int64        `json:"segmentBytes,omitempty"`
+	// Replicas of each partition (default: the cluster's, at most its nodes).
+	ReplicationFactor *int32 `json:"replicationFactor,omitempty"`
 }
 
 // How a group member records progress.

@@ -338,9 +338,9 @@ func TestSubscribeFlowControl(t *testing.T) {
 			t.Fatalf("record %d has offset %d", i, r.Offset)
 		}
 	}
-	// Auto commits trail by one delivery: the last one counts once the
-	// stream has sent it and polls again, which a new record shows.
+	// A delivery counts once the stream has sent it and asks for the next.
+	eventually(t, waitEvent, "all auto-committed", func() bool { return committed() == n })
 	publishN(e, "t", 0, "last", 1)
 	c.records(t, 1, waitEvent)
-	eventually(t, waitEvent, "all auto-committed", func() bool { return committed() == n })
+	eventually(t, waitEvent, "the last one too", func() bool { return committed() == n+1 })
 }

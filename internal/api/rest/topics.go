@@ -20,7 +20,9 @@ type createTopicBody struct {
 	MaxMessageBytes int32  `json:"max_message_bytes"`
 	DefaultMode     string `json:"default_mode"`
 	SegmentBytes    int64  `json:"segment_bytes"`
-	IfNotExists     bool   `json:"if_not_exists"`
+	// ReplicationFactor: replicas per partition (0: the cluster's default).
+	ReplicationFactor int32 `json:"replication_factor"`
+	IfNotExists       bool  `json:"if_not_exists"`
 }
 
 // maxRetentionMs is the longest retention a time.Duration holds.
@@ -48,6 +50,7 @@ func (c *createTopicBody) config() (broker.TopicConfig, error) {
 	}{
 		{"partitions", int64(c.Partitions)}, {"retention_ms", c.RetentionMs}, {"retention_bytes", c.RetentionBytes},
 		{"max_message_bytes", int64(c.MaxMessageBytes)}, {"segment_bytes", c.SegmentBytes},
+		{"replication_factor", int64(c.ReplicationFactor)},
 	} {
 		if f.v < 0 {
 			return broker.TopicConfig{}, invalid("%v", fieldErrorf(f.name, "must not be negative, got %d", f.v))
@@ -57,12 +60,13 @@ func (c *createTopicBody) config() (broker.TopicConfig, error) {
 		return broker.TopicConfig{}, invalid("%v", fieldErrorf("retention_ms", "must be at most %d, got %d", maxRetentionMs, c.RetentionMs))
 	}
 	return broker.TopicConfig{
-		Partitions:      c.Partitions,
-		RetentionAge:    time.Duration(c.RetentionMs) * time.Millisecond,
-		RetentionBytes:  c.RetentionBytes,
-		MaxMessageBytes: c.MaxMessageBytes,
-		DefaultMode:     mode,
-		SegmentBytes:    c.SegmentBytes,
+		Partitions:        c.Partitions,
+		RetentionAge:      time.Duration(c.RetentionMs) * time.Millisecond,
+		RetentionBytes:    c.RetentionBytes,
+		MaxMessageBytes:   c.MaxMessageBytes,
+		DefaultMode:       mode,
+		SegmentBytes:      c.SegmentBytes,
+		ReplicationFactor: c.ReplicationFactor,
 	}, nil
 }
 
@@ -79,6 +83,8 @@ type topicConfigJSON struct {
 	MaxMessageBytes int32  `json:"max_message_bytes"`
 	DefaultMode     string `json:"default_mode"`
 	SegmentBytes    int64  `json:"segment_bytes"`
+	// ReplicationFactor is the replicas per partition.
+	ReplicationFactor int32 `json:"replication_factor"`
 }
 
 type partitionJSON struct {
@@ -94,12 +100,13 @@ func toTopicJSON(ti broker.TopicInfo) topicJSON {
 	out := topicJSON{
 		Name: ti.Name,
 		Config: topicConfigJSON{
-			Partitions:      ti.Config.Partitions,
-			RetentionMs:     ti.Config.RetentionAge.Milliseconds(),
-			RetentionBytes:  ti.Config.RetentionBytes,
-			MaxMessageBytes: ti.Config.MaxMessageBytes,
-			DefaultMode:     ti.Config.DefaultMode.String(),
-			SegmentBytes:    ti.Config.SegmentBytes,
+			Partitions:        ti.Config.Partitions,
+			RetentionMs:       ti.Config.RetentionAge.Milliseconds(),
+			RetentionBytes:    ti.Config.RetentionBytes,
+			MaxMessageBytes:   ti.Config.MaxMessageBytes,
+			DefaultMode:       ti.Config.DefaultMode.String(),
+			SegmentBytes:      ti.Config.SegmentBytes,
+			ReplicationFactor: ti.Config.ReplicationFactor,
 		},
 		Partitions: make([]partitionJSON, len(ti.Partitions)),
 	}

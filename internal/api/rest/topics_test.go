@@ -18,7 +18,7 @@ func TestTopicLifecycle(t *testing.T) {
 	}
 	var got topicJSON
 	e.call("GET", "/v1/topics/orders", nil, http.StatusOK, &got)
-	want := topicConfigJSON{Partitions: 3, RetentionMs: 3600000, RetentionBytes: 1 << 30, MaxMessageBytes: 2048, DefaultMode: "eventual", SegmentBytes: 2 << 20}
+	want := topicConfigJSON{Partitions: 3, RetentionMs: 3600000, RetentionBytes: 1 << 30, MaxMessageBytes: 2048, DefaultMode: "eventual", SegmentBytes: 2 << 20, ReplicationFactor: 1}
 	if got.Name != "orders" || got.Config != want || len(got.Partitions) != 3 {
 		t.Fatalf("topic %+v", got)
 	}
