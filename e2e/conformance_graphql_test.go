@@ -18,7 +18,10 @@ import (
 
 // graphqlDriver speaks GraphQL: POST for queries and mutations, a
 // graphql-transport-ws websocket for subscriptions.
-type graphqlDriver struct{ addr string }
+type graphqlDriver struct {
+	addr  string
+	authz string // authorization header ("": none)
+}
 
 func newGraphQLDriver(t *testing.T, node *testcluster.Node) driver {
 	return &graphqlDriver{addr: node.HTTPAddr}
@@ -37,6 +40,9 @@ func (d *graphqlDriver) op(ctx context.Context, query string, vars map[string]an
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.addr+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	if d.authz != "" {
+		req.Header.Set("Authorization", d.authz)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
@@ -205,9 +211,16 @@ func (d *graphqlDriver) Committed(ctx context.Context, group, topic string, part
 func (d *graphqlDriver) Subscribe(ctx context.Context, topic string, o cSubOpts) (cSub, error) {
 	group, ackWait, maxDeliveries := o.Group, o.AckWait, o.MaxDeliveries
 	ctx, cancel := context.WithCancel(ctx)
-	c, _, err := websocket.Dial(ctx, "ws://"+d.addr+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	hdr := http.Header{}
+	if d.authz != "" {
+		hdr.Set("Authorization", d.authz)
+	}
+	c, resp, err := websocket.Dial(ctx, "ws://"+d.addr+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: hdr})
 	if err != nil {
 		cancel()
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return nil, &apiError{code: "UNAUTHENTICATED", msg: err.Error()}
+		}
 		return nil, err
 	}
 	s := &gqlSub{d: d, c: c, cancel: cancel, group: group}

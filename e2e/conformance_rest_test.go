@@ -18,10 +18,21 @@ import (
 )
 
 // restDriver speaks the REST/JSON API with net/http.
-type restDriver struct{ base string }
+type restDriver struct {
+	base  string
+	authz string // authorization header ("": none)
+}
 
 func newRESTDriver(t *testing.T, node *testcluster.Node) driver {
 	return &restDriver{base: "http://" + node.HTTPAddr}
+}
+
+// send sends req with the driver's credentials.
+func (d *restDriver) send(req *http.Request) (*http.Response, error) {
+	if d.authz != "" {
+		req.Header.Set("Authorization", d.authz)
+	}
+	return http.DefaultClient.Do(req)
 }
 
 func init() { conformanceDrivers["rest"] = newRESTDriver }
@@ -38,7 +49,10 @@ func (d *restDriver) do(ctx context.Context, method, path string, body, out any)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := d.send(req)
 	if err != nil {
 		return err
 	}
@@ -227,7 +241,7 @@ func (d *restDriver) Subscribe(ctx context.Context, topic string, o cSubOpts) (c
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/topics/"+url.PathEscape(topic)+"/subscribe?"+q.Encode(), nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := d.send(req)
 	if err != nil {
 		cancel()
 		return nil, err

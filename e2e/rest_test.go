@@ -33,6 +33,9 @@ func (c restClient) do(method, path string, body any, status int, out any) {
 		rd = bytes.NewReader(js)
 	}
 	req, _ := http.NewRequest(method, c.base+path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)

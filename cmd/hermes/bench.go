@@ -72,6 +72,7 @@ type benchFlags struct {
 	jsonPath string
 	quiet    bool
 	pids     string
+	tls      brokerFlags // only its TLS flags
 }
 
 func (b *benchFlags) register(f *pflag.FlagSet) {
@@ -102,6 +103,9 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&b.cfg.DrainIdle, "drain-idle", d.DrainIdle, "stop draining when nothing arrived for this long")
 	f.DurationVar(&b.cfg.Linger, "linger", 0, "producer linger (Hermes grpc-stream, Kafka)")
 	f.IntVar(&b.cfg.MaxInFlight, "max-in-flight", d.MaxInFlight, "records each worker may have published and not yet seen answered, for every target")
+	b.tls.registerTLS(f)
+	f.BoolVar(&b.cfg.NoLeaderRouting, "no-leader-routing", false, "Hermes: publishers stay on the nodes they dial, which relay to the partitions' leaders")
+	f.StringVar(&b.cfg.LiveGroup, "live-group", "", "live scenario: the subscriber is a member of this consumer group (default: a plain subscriber)")
 	f.StringVar(&b.pids, "broker-pids", "", "comma-separated PIDs of broker processes whose CPU to report")
 	f.StringVar(&b.cfg.Topic, "topic", "", "topic name prefix (default bench-<scenario>-<time>)")
 	f.BoolVar(&b.cfg.KeepTopics, "keep-topics", false, "do not delete the run's topics at the end")
@@ -114,6 +118,14 @@ func (b *benchFlags) finish(cmd *cobra.Command) error {
 	if b.cfg.BrokerPIDs, err = parsePIDs(b.pids); err != nil {
 		return fmt.Errorf("-broker-pids: %w", err)
 	}
+	if b.cfg.TLS, err = b.tls.tlsConfig(); err != nil {
+		return err
+	}
+	if _, err := b.tls.authorization(); err != nil {
+		return err
+	}
+	b.cfg.User, b.cfg.Password, b.cfg.Token = b.tls.credentials()
+	b.cfg.TLSOn = b.cfg.TLS != nil
 	if !b.quiet {
 		b.cfg.Progress = cmd.OutOrStdout()
 		b.cfg.ProgressTTY = isTerminal(os.Stdout) && cmd.OutOrStdout() == os.Stdout
@@ -203,11 +215,11 @@ func newBenchMatrixCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "matrix",
-		Short: "Run document 004's size/worker matrix and document 002's fixed-rate table against each target",
+		Short: "Run the size/worker matrix and the fixed-rate latency table against each target",
 		Long: `matrix runs, against each -targets in turn and with the same settings,
-the size/worker matrix of document 004 (100 B, 1 KB, 10 KB, 100 KB with one
+the size/worker matrix (100 B, 1 KB, 10 KB, 100 KB with one
 worker; 1 KB with 4, 8 and 16 workers; a sustained 1 KB load) and the
-fixed-rate latency table of document 002 (1K to 100K msgs/s, one producer,
+fixed-rate latency table (1K to 100K msgs/s, one producer,
 one consumer, 78-byte payloads, open loop). It prints a markdown table
 (and writes it to -md) and writes every figure to -json.`,
 		Args: cobra.NoArgs,
@@ -249,7 +261,7 @@ one consumer, 78-byte payloads, open loop). It prints a markdown table
 	f.Lookup("protocol").DefValue = bench.ProtoGRPCStream
 	f.Set("protocol", bench.ProtoGRPCStream)
 	f.StringSliceVar(&targets, "targets", []string{"hermes"}, "targets to run, in turn: hermes, kafka, nats")
-	f.StringSliceVar(&tables, "tables", []string{"size", "rate"}, "tables to run: size (document 004), rate (document 002)")
+	f.StringSliceVar(&tables, "tables", []string{"size", "rate"}, "tables to run: size (the size/worker matrix), rate (the fixed-rate latency table)")
 	f.StringVar(&mdPath, "md", "", "also write the markdown tables to this file")
 	f.StringVar(&rateDuration, "rate-duration", "10s", "how long each fixed-rate cell publishes")
 	for _, t := range bench.Targets {

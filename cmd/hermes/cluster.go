@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -44,7 +43,7 @@ placed on it.`,
 			}
 			ctx, cancel := bf.context(cmd.Context())
 			defer cancel()
-			err := clusterCall(ctx, bf.addr, func(c pb.HermesClient) error {
+			err := bf.call(ctx, bf.addr, func(c pb.HermesClient) error {
 				_, err := c.AddNode(ctx, &pb.AddNodeRequest{NodeId: id, RaftAddress: raftAddr})
 				return err
 			})
@@ -76,7 +75,7 @@ metadata group. Refused while the node holds partition replicas.`,
 			}
 			ctx, cancel := bf.context(cmd.Context())
 			defer cancel()
-			err = clusterCall(ctx, bf.addr, func(c pb.HermesClient) error {
+			err = bf.call(ctx, bf.addr, func(c pb.HermesClient) error {
 				_, err := c.RemoveNode(ctx, &pb.RemoveNodeRequest{NodeId: id})
 				return err
 			})
@@ -116,7 +115,7 @@ a move cannot finish because its new node died.`,
 			ctx, cancel := bf.context(cmd.Context())
 			defer cancel()
 			var resp *pb.RebalanceResponse
-			err := clusterCall(ctx, bf.addr, func(c pb.HermesClient) error {
+			err := bf.call(ctx, bf.addr, func(c pb.HermesClient) error {
 				var err error
 				req := &pb.RebalanceRequest{Cancel: stopMoves}
 				for _, n := range drain {
@@ -147,7 +146,7 @@ a move cannot finish because its new node died.`,
 			deadline := time.Now().Add(wait)
 			for {
 				wctx, wcancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-				st, err := describeCluster(wctx, bf.addr)
+				st, err := describeCluster(wctx, &bf, bf.addr)
 				wcancel()
 				moving := 0
 				if err == nil {
@@ -176,15 +175,36 @@ a move cannot finish because its new node died.`,
 	return cmd
 }
 
-// clusterCall runs one admin call against the node at addr.
-func clusterCall(ctx context.Context, addr string, call func(pb.HermesClient) error) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// call runs one admin call against the node at addr.
+func (f *brokerFlags) call(ctx context.Context, addr string, call func(pb.HermesClient) error) error {
+	creds, err := f.grpcCreds()
+	if err != nil {
+		return err
+	}
+	h, err := f.authorization()
+	if err != nil {
+		return err
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if h != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(authMetadata(h)))
+	}
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	return call(pb.NewHermesClient(conn))
 }
+
+// authMetadata sends an authorization header with every call.
+type authMetadata string
+
+func (a authMetadata) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": string(a)}, nil
+}
+
+func (a authMetadata) RequireTransportSecurity() bool { return false }
 
 // clusterStatusJSON is `hermes cluster status --json`.
 type clusterStatusJSON struct {
@@ -227,7 +247,7 @@ followers comes from that partition's leader.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := bf.context(cmd.Context())
 			defer cancel()
-			st, err := clusterStatus(ctx, bf.addr)
+			st, err := clusterStatus(ctx, &bf)
 			if err != nil {
 				return err
 			}
@@ -242,8 +262,8 @@ followers comes from that partition's leader.`,
 	return cmd
 }
 
-func describeCluster(ctx context.Context, addr string) (resp *pb.DescribeClusterResponse, err error) {
-	err = clusterCall(ctx, addr, func(c pb.HermesClient) error {
+func describeCluster(ctx context.Context, bf *brokerFlags, addr string) (resp *pb.DescribeClusterResponse, err error) {
+	err = bf.call(ctx, addr, func(c pb.HermesClient) error {
 		resp, err = c.DescribeCluster(ctx, &pb.DescribeClusterRequest{})
 		return err
 	})
@@ -252,8 +272,9 @@ func describeCluster(ctx context.Context, addr string) (resp *pb.DescribeCluster
 
 // clusterStatus merges what every node reports: the partition's leader
 // says who leads and how far its followers are.
-func clusterStatus(ctx context.Context, addr string) (*clusterStatusJSON, error) {
-	first, err := describeCluster(ctx, addr)
+func clusterStatus(ctx context.Context, bf *brokerFlags) (*clusterStatusJSON, error) {
+	addr := bf.addr
+	first, err := describeCluster(ctx, bf, addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
@@ -286,7 +307,7 @@ func clusterStatus(ctx context.Context, addr string) (*clusterStatusJSON, error)
 		resp, err := first, error(nil)
 		if n.Id != first.NodeId {
 			nctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err = describeCluster(nctx, n.GrpcAddress)
+			resp, err = describeCluster(nctx, bf, n.GrpcAddress)
 			cancel()
 		}
 		if err == nil {

@@ -79,19 +79,51 @@ func (p *protocolFlag) api(cmd *cobra.Command, bf *brokerFlags) (httpAPI, error)
 	if cmd.Flags().Changed("addr") {
 		addr = bf.addr
 	}
+	tc, err := bf.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	base := addr
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		base = "http://" + base
+		if tc != nil {
+			base = "https://" + base
+		} else {
+			base = "http://" + base
+		}
 	}
 	base = strings.TrimRight(base, "/")
+	hc := &http.Client{} // no timeout: streams are long; requests are bounded by their context
+	tr := http.DefaultTransport
+	if tc != nil {
+		tr = &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}
+	}
+	authz, err := bf.authorization()
+	if err != nil {
+		return nil, err
+	}
+	hc.Transport = withAuthorization{tr, authz}
 	switch name {
 	case protoREST:
-		return newRESTAPI(base), nil
+		return newRESTAPI(base, hc), nil
 	case protoGraphQL:
-		return newGraphQLAPI(base), nil
+		return newGraphQLAPI(base, hc), nil
 	}
 	return nil, &client.Error{Code: client.CodeInvalidArgument,
 		Message: fmt.Sprintf("--protocol must be grpc, rest or graphql, not %q", p.name)}
+}
+
+// withAuthorization adds an authorization header to every request.
+type withAuthorization struct {
+	next http.RoundTripper
+	h    string
+}
+
+func (a withAuthorization) RoundTrip(r *http.Request) (*http.Response, error) {
+	if a.h != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", a.h)
+	}
+	return a.next.RoundTrip(r)
 }
 
 // httpAPI is what publish and consume need of an HTTP API.

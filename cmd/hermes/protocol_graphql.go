@@ -29,11 +29,11 @@ type graphQLAPI struct {
 	hc       *http.Client
 }
 
-func newGraphQLAPI(base string) *graphQLAPI {
+func newGraphQLAPI(base string, hc *http.Client) *graphQLAPI {
 	return &graphQLAPI{
 		endpoint: base + "/graphql",
 		ws:       "ws" + strings.TrimPrefix(base, "http") + "/graphql",
-		hc:       &http.Client{},
+		hc:       hc,
 	}
 }
 

@@ -25,7 +25,7 @@ type restAPI struct {
 	hc   *http.Client // no timeout: streams are long; requests are bounded by their context
 }
 
-func newRESTAPI(base string) *restAPI { return &restAPI{base: base, hc: &http.Client{}} }
+func newRESTAPI(base string, hc *http.Client) *restAPI { return &restAPI{base: base, hc: hc} }
 
 // restErrorBody is the JSON of every error answer and of an SSE `error` event.
 type restErrorBody struct {

@@ -24,6 +24,7 @@ func newServeCmd() *cobra.Command {
 		logFormat string
 		shutdown  time.Duration
 		peers     string
+		bootPWF   string
 	)
 	cc := &cfg.Broker.Cluster
 	cmd := &cobra.Command{
@@ -57,6 +58,16 @@ variable: HERMES_ and the flag name in upper case with _ for -
 			} else if cc.Join {
 				return fmt.Errorf("--join needs --peers: the nodes of the cluster to join, and this one")
 			}
+			if bootPWF != "" {
+				pw, err := os.ReadFile(bootPWF)
+				if err != nil {
+					return fmt.Errorf("--bootstrap-password-file: %w", err)
+				}
+				cfg.Broker.Auth.BootstrapPassword = strings.TrimRight(string(pw), "\r\n")
+			}
+			if (cfg.Broker.Auth.BootstrapUser == "") != (bootPWF == "") {
+				return fmt.Errorf("--bootstrap-user and --bootstrap-password-file go together")
+			}
 			return serve(cfg, shutdown)
 		},
 	}
@@ -80,6 +91,18 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.BoolVar(&cc.Join, "join", false, "cluster: this node is new to a running cluster: wait to be added (hermes cluster join) instead of bootstrapping with --peers")
 	f.IntVar(&cc.MetaSnapshotEntries, "metadata-snapshot-entries", 1000, "fold the metadata log into a snapshot every so many entries")
 	f.Int32Var(&cc.ReplicationFactor, "replication-factor", 0, "default replicas per partition (default min(3, nodes of the cluster))")
+	f.StringVar(&cfg.TLS.Cert, "tls-cert", "", "TLS: certificate (PEM, chain) of the gRPC and HTTP listeners; reloaded when the file changes")
+	f.StringVar(&cfg.TLS.Key, "tls-key", "", "TLS: private key (PEM) of --tls-cert")
+	f.StringVar(&cfg.TLS.CA, "tls-client-ca", "", "TLS: CA (PEM) that signs client certificates; clients presenting one are authenticated by it")
+	f.StringVar(&cfg.NodeTLS.Cert, "node-tls-cert", "", "node-to-node mutual TLS: this node's certificate (it must carry the URI hermes://node/<node-id>)")
+	f.StringVar(&cfg.NodeTLS.Key, "node-tls-key", "", "node-to-node mutual TLS: private key of --node-tls-cert")
+	f.StringVar(&cfg.NodeTLS.CA, "node-tls-ca", "", "node-to-node mutual TLS: the cluster's CA; peers must present a node certificate it signed")
+	f.BoolVar(&cfg.Broker.Auth.Required, "auth", false, "require authentication (password, API token or client certificate) on every request, and authorize by ACLs")
+	f.StringSliceVar(&cfg.Broker.Auth.Superusers, "superusers", nil, "principals that may do anything, whatever the ACLs say")
+	f.StringVar(&cfg.Broker.Auth.BootstrapUser, "bootstrap-user", "", "create this user at start if it does not exist (with --bootstrap-password-file; make it a superuser)")
+	f.StringVar(&bootPWF, "bootstrap-password-file", "", "file holding the bootstrap user's password")
+	f.StringSliceVar(&cfg.CORSOrigins, "http-cors-origins", nil, "origins (https://host:port) whose pages may call the HTTP APIs; none by default")
+	f.BoolVar(&cfg.AllowInsecure, "allow-insecure", false, "listen beyond loopback without TLS or authentication (refused otherwise); logged as a warning")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -122,8 +145,12 @@ func serve(cfg server.Config, shutdownTimeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    http://%s (/metrics /healthz /readyz)\n  nodes:   %s (node %d)\n  data:    %s\n",
-		version, s.GRPCAddr(), s.HTTPAddr(), s.RaftAddr(), s.Broker().NodeID(), cfg.Broker.DataDir)
+	scheme := "http"
+	if cfg.TLS.Enabled() {
+		scheme = "https"
+	}
+	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    %s://%s (/metrics /healthz /readyz)\n  nodes:   %s (node %d)\n  data:    %s\n",
+		version, s.GRPCAddr(), scheme, s.HTTPAddr(), s.RaftAddr(), s.Broker().NodeID(), cfg.Broker.DataDir)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	var serveErr error

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"slices"
@@ -67,9 +68,24 @@ type Config struct {
 	// yet seen answered, for every target alike (a Kafka producer's
 	// default in-flight limit bounds it the same way): the worker waits
 	// for an answer before it publishes more.
-	MaxInFlight int   `json:"max_in_flight"`
-	BrokerPIDs  []int `json:"broker_pids"`
-	KeepTopics  bool  `json:"keep_topics"`
+	MaxInFlight int `json:"max_in_flight"`
+	// NoLeaderRouting keeps Hermes publishers on the nodes they dialled,
+	// which relay to the partitions' leaders (measures relaying).
+	NoLeaderRouting bool `json:"no_leader_routing"`
+	// TLS, when set, is how Hermes clients (gRPC, REST, GraphQL) connect.
+	TLS *tls.Config `json:"-"`
+	// TLSOn records in the report that the Hermes target ran with TLS.
+	TLSOn bool `json:"tls,omitempty"`
+	// User and Password, or Token, authenticate the Hermes clients.
+	User     string `json:"user,omitempty"`
+	Password string `json:"-"`
+	Token    string `json:"-"`
+	// LiveGroup makes the live scenario's subscriber a member of this
+	// consumer group (on a cluster: relayed to the group's coordinator
+	// unless it is the node subscribed to).
+	LiveGroup  string `json:"live_group"`
+	BrokerPIDs []int  `json:"broker_pids"`
+	KeepTopics bool   `json:"keep_topics"`
 
 	// Progress receives the once-a-second progress line (nil: none);
 	// ProgressTTY makes it one line rewritten with a carriage return.

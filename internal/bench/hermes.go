@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -28,6 +29,40 @@ type hermes struct {
 	http    *httpPublishers  // nil until a REST or GraphQL publisher is made
 }
 
+// clientOptions are the Hermes SDK options every connection takes.
+func (cfg *Config) clientOptions() []client.Option {
+	var opts []client.Option
+	if cfg.TLS != nil {
+		opts = append(opts, client.WithTLS(cfg.TLS))
+	}
+	switch {
+	case cfg.Token != "":
+		opts = append(opts, client.WithToken(cfg.Token))
+	case cfg.User != "":
+		opts = append(opts, client.WithCredentials(cfg.User, cfg.Password))
+	}
+	return opts
+}
+
+// authorization is the header of the HTTP publishers ("": none).
+func (cfg *Config) authorization() string {
+	switch {
+	case cfg.Token != "":
+		return "Bearer " + cfg.Token
+	case cfg.User != "":
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.User+":"+cfg.Password))
+	}
+	return ""
+}
+
+// httpScheme is the scheme of the Hermes HTTP targets.
+func (cfg *Config) httpScheme() string {
+	if cfg.TLS != nil {
+		return "https://"
+	}
+	return "http://"
+}
+
 func openHermes(ctx context.Context, cfg *Config) (*hermes, error) {
 	mode, err := client.ParseMode(cfg.Mode)
 	if err != nil {
@@ -35,7 +70,7 @@ func openHermes(ctx context.Context, cfg *Config) (*hermes, error) {
 	}
 	h := &hermes{cfg: cfg, mode: mode}
 	for _, addr := range cfg.GRPCTargets {
-		c, err := client.Dial(ctx, addr)
+		c, err := client.Dial(ctx, addr, append(cfg.clientOptions(), client.WithLeaderRouting(!cfg.NoLeaderRouting))...)
 		if err != nil {
 			h.Close()
 			return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -120,7 +155,7 @@ func (h *hermes) NewPublisher(ctx context.Context, topic string, worker int, pro
 func (h *hermes) Subscribe(ctx context.Context, topic string, o SubOptions) (Subscription, error) {
 	// Each subscription has its own connection, so that Abort can drop it
 	// as a crashed process would.
-	c, err := client.Dial(ctx, h.cfg.SubTarget)
+	c, err := client.Dial(ctx, h.cfg.SubTarget, h.cfg.clientOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", h.cfg.SubTarget, err)
 	}

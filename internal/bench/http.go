@@ -38,6 +38,7 @@ type httpPublishers struct {
 func newHTTPPublishers(cfg *Config) *httpPublishers {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = max(cfg.Workers, 2)
+	tr.TLSClientConfig = cfg.TLS
 	return &httpPublishers{cfg: cfg, hc: &http.Client{Transport: tr, Timeout: closeTimeout}, probed: map[string]error{}}
 }
 
@@ -53,10 +54,11 @@ func (hp *httpPublishers) publisher(ctx context.Context, topic string, worker in
 	}
 	p := &httpPublisher{hc: hp.hc, proto: proto, mode: hp.cfg.Mode, topic: topic}
 	if proto == ProtoREST {
-		p.url = "http://" + addr + "/v1/topics/" + topic + "/records"
+		p.url = hp.cfg.httpScheme() + addr + "/v1/topics/" + topic + "/records"
 	} else {
-		p.url = "http://" + addr + "/graphql"
+		p.url = hp.cfg.httpScheme() + addr + "/graphql"
 	}
+	p.authz = hp.cfg.authorization()
 	return p, nil
 }
 
@@ -72,11 +74,16 @@ func (hp *httpPublishers) probe(ctx context.Context, proto, addr string) error {
 	var req *http.Request
 	var err error
 	if proto == ProtoREST {
-		req, err = http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/topics", nil)
+		req, err = http.NewRequestWithContext(ctx, "GET", hp.cfg.httpScheme()+addr+"/v1/topics", nil)
 	} else {
-		req, err = http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/graphql", strings.NewReader(`{"query":"{__typename}"}`))
+		req, err = http.NewRequestWithContext(ctx, "POST", hp.cfg.httpScheme()+addr+"/graphql", strings.NewReader(`{"query":"{__typename}"}`))
 		if req != nil {
 			req.Header.Set("Content-Type", "application/json")
+		}
+	}
+	if req != nil {
+		if h := hp.cfg.authorization(); h != "" {
+			req.Header.Set("Authorization", h)
 		}
 	}
 	if err == nil {
@@ -98,6 +105,7 @@ func (hp *httpPublishers) probe(ctx context.Context, proto, addr string) error {
 // httpPublisher publishes one record per request, synchronously.
 type httpPublisher struct {
 	hc    *http.Client
+	authz string // authorization header ("": none)
 	proto string
 	url   string
 	mode  string
@@ -155,6 +163,9 @@ func (p *httpPublisher) publish(ctx context.Context, id [16]byte, payload []byte
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if p.authz != "" {
+		req.Header.Set("Authorization", p.authz)
+	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 
 // MatrixCell is one workload of `hermes bench matrix`.
 type MatrixCell struct {
-	Table   string  `json:"table"` // "size" (document 004) or "rate" (document 002)
+	Table   string  `json:"table"` // "size" (size/worker matrix) or "rate" (fixed-rate table)
 	Name    string  `json:"name"`
 	Size    int     `json:"size"`
 	Workers int     `json:"workers"`
@@ -20,7 +20,7 @@ type MatrixCell struct {
 	Rate    float64 `json:"rate,omitempty"`
 }
 
-// SizeMatrix is document 004's table: payload sizes with one worker,
+// SizeMatrix is the size/worker table: payload sizes with one worker,
 // then 1 KB with 4, 8 and 16 workers, then a sustained 1 KB load; each a
 // fixed count of records, closed loop.
 var SizeMatrix = []MatrixCell{
@@ -34,7 +34,7 @@ var SizeMatrix = []MatrixCell{
 	{"size", "Sustained (1KB x 8)", 1024, 8, 50000, 0},
 }
 
-// RateTable is document 002's fixed-rate latency table: one producer, one
+// RateTable is the fixed-rate latency table: one producer, one
 // consumer, ~78-byte payloads, open loop at each rate.
 var RateTable = func() []MatrixCell {
 	var cells []MatrixCell
@@ -161,7 +161,7 @@ func (m *MatrixReport) sizeTable(w io.Writer) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\n### Sizes and workers (document 004's matrix; closed loop, fixed counts)")
+	fmt.Fprintln(w, "\n### Sizes and workers (closed loop, fixed counts)")
 	fmt.Fprintln(w, "\n| test | target | msgs/s | MB/s | ack p50 / p99 ms | e2e p50 / p99 ms | lost | dup | errors | broker CPU |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
@@ -179,7 +179,7 @@ func (m *MatrixReport) rateTable(w io.Writer) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\n### Fixed rate (document 002's table; 1 producer, 1 consumer, 78-byte payloads, open loop)")
+	fmt.Fprintln(w, "\n### Fixed rate (1 producer, 1 consumer, 78-byte payloads, open loop)")
 	fmt.Fprintln(w, "\nEnd-to-end latency in ms, from when each record was due to its delivery.")
 	fmt.Fprintln(w, "\n| rate | target | achieved msgs/s | p25 | p50 | p90 | p99 | p99.9 | max | lost |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -146,7 +146,11 @@ func (r *run) startScenario(ctx context.Context) (*scenario, error) {
 	switch r.cfg.Scenario {
 	case ScenarioLive, ScenarioIsolation:
 		for i := range r.topics {
-			if _, err = r.subscribe(ctx, "live-"+r.topics[i], i, SubOptions{}, 0); err != nil {
+			o := SubOptions{}
+			if r.cfg.LiveGroup != "" {
+				o.Group = r.cfg.LiveGroup + "-" + r.topics[i]
+			}
+			if _, err = r.subscribe(ctx, "live-"+r.topics[i], i, o, 0); err != nil {
 				break
 			}
 		}

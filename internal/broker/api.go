@@ -1,6 +1,9 @@
 package broker
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // API is the broker as the protocol adapters see it (gRPC, REST, GraphQL,
 // and those to come): every request a client can make of a node. *Broker
@@ -18,7 +21,11 @@ import "context"
 // them. Retriable(err) says whether the same request may be sent again
 // unchanged, RetryAfter(err) how soon and LeaderAddress(err) to which
 // node. Besides those a method names, any method may fail with:
+//   - ErrUnauthenticated (not retriable): authentication is required and
+//     the request has no principal;
 //   - ErrPermissionDenied (not retriable): the principal may not do it;
+//   - ErrResourceExhausted (retriable, with RetryAfter): the principal is
+//     over its request or produce quota;
 //   - ErrUnavailable (retriable): the node is stopping, the metadata group
 //     or the partition is electing a leader, or the node a request must go
 //     to cannot be reached.
@@ -111,6 +118,37 @@ type API interface {
 	Rebalance(ctx context.Context, drain []uint64) ([]Move, error)
 	// CancelMoves stops the replica moves in progress and returns them.
 	CancelMoves(ctx context.Context) ([]Move, error)
+
+	// Authenticate establishes the principal of a request from the
+	// credentials it presented (see Broker.Authenticate); adapters call it
+	// once per request or stream and put the principal on the context.
+	// Errors: ErrUnauthenticated.
+	Authenticate(ctx context.Context, c Credentials) (Principal, error)
+	// AuthRequired reports whether requests must be authenticated.
+	AuthRequired() bool
+	// Authorize asks whether the request's principal may do a on r, for
+	// what adapters guard themselves (GraphQL introspection). Errors:
+	// ErrUnauthenticated, ErrPermissionDenied.
+	Authorize(ctx context.Context, a Action, r Resource) error
+	// WhoAmI returns the request's principal.
+	WhoAmI(ctx context.Context) Principal
+
+	// Users, API tokens, ACLs and quotas (security.go). Changing them
+	// needs the right to alter the cluster, listing them to describe it;
+	// a user may change its own password and manage its own tokens.
+	// Errors: ErrInvalidArgument, ErrAlreadyExists, ErrNotFound.
+	CreateUser(ctx context.Context, name, password string) error
+	SetPassword(ctx context.Context, name, password string) error
+	DeleteUser(ctx context.Context, name string) error
+	Users(ctx context.Context) ([]UserInfo, error)
+	CreateToken(ctx context.Context, principal string, ttl time.Duration, description string) (TokenInfo, string, error)
+	RevokeToken(ctx context.Context, id string) error
+	Tokens(ctx context.Context) ([]TokenInfo, error)
+	AddACLs(ctx context.Context, acls []ACL) error
+	RemoveACLs(ctx context.Context, filters []ACLFilter) (int, error)
+	ACLs(ctx context.Context, filter ACLFilter) ([]ACL, error)
+	SetQuota(ctx context.Context, principal string, q Quota) error
+	Quotas(ctx context.Context) (map[string]Quota, error)
 
 	// NodeID is this node's id.
 	NodeID() uint64

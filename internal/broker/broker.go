@@ -58,6 +58,12 @@ type Broker struct {
 	// second of writes).
 	diskBytes atomic.Int64
 
+	// authn is the authentication state (users, tokens, ACL rules,
+	// quotas from the metadata); audit logs every authentication failure,
+	// denial and access-control change.
+	authn *authn
+	audit *slog.Logger
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -87,7 +93,7 @@ func Open(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), meta: ms,
 		topics: make(map[string]*topic), stop: make(chan struct{}),
-		subs: make(map[session]struct{}),
+		subs: make(map[session]struct{}), authn: newAuthn(), audit: cfg.Logger.With("log", "audit"),
 	}
 	b.groups = newGroupManager(b)
 	if err := b.open(); err != nil {
@@ -124,6 +130,10 @@ func (b *Broker) open() error {
 	}
 	b.wg.Add(1)
 	go b.sweepLater() // never before a migration's topics are in the metadata
+	if b.cfg.Auth.BootstrapUser != "" {
+		b.wg.Add(1)
+		go b.bootstrapUser()
+	}
 	return nil
 }
 
@@ -256,7 +266,9 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig, 
 	if err != nil {
 		return TopicInfo{}, err
 	}
-	return b.createClusterTopic(name, cfg, ifNotExists)
+	ti, err := b.createClusterTopic(name, cfg, ifNotExists)
+	b.auditChange(ctx, "topic created", err, "topic", name, "partitions", cfg.Partitions)
+	return ti, err
 }
 
 // DeleteTopic deletes a topic, its data and its groups' offsets, through
@@ -271,7 +283,9 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if _, err := b.topic(name); err != nil {
 		return err
 	}
-	return b.deleteClusterTopic(name)
+	err := b.deleteClusterTopic(name)
+	b.auditChange(ctx, "topic deleted", err, "topic", name)
+	return err
 }
 
 // dropReserved forgets t's name if it still maps to t.
@@ -323,10 +337,13 @@ func (b *Broker) emptyTrash() {
 // Topics describes every topic the principal may describe, sorted by
 // name.
 func (b *Broker) Topics(ctx context.Context) ([]TopicInfo, error) {
+	if err := b.requireAuthenticated(ctx); err != nil {
+		return nil, err
+	}
 	all := b.topicInfos()
 	out := all[:0]
 	for _, ti := range all {
-		if b.authorize(ctx, ActionDescribe, topicResource(ti.Name)) == nil {
+		if b.allowed(ctx, ActionDescribe, topicResource(ti.Name)) {
 			out = append(out, ti)
 		}
 	}

@@ -54,6 +54,7 @@ func (b *Broker) Rebalance(ctx context.Context, drain []uint64) ([]Move, error) 
 		return nil, err
 	}
 	moves, err := b.cl.Rebalance(ctx, drain)
+	b.auditChange(ctx, "rebalance started", err, "drain", fmt.Sprint(drain), "moves", len(moves))
 	return moves, b.clusterError("rebalance", err)
 }
 
@@ -64,6 +65,7 @@ func (b *Broker) CancelMoves(ctx context.Context) ([]Move, error) {
 		return nil, err
 	}
 	moves, err := b.cl.CancelMoves(ctx)
+	b.auditChange(ctx, "moves cancelled", err, "moves", len(moves))
 	return moves, b.clusterError("cancel moves", err)
 }
 
@@ -74,7 +76,9 @@ func (b *Broker) AddNode(ctx context.Context, id uint64, raftAddr string) error 
 	if err := b.authorize(ctx, ActionAlter, clusterResource); err != nil {
 		return err
 	}
-	return b.clusterError(fmt.Sprintf("add node %d", id), b.cl.AddNode(ctx, id, raftAddr))
+	err := b.cl.AddNode(ctx, id, raftAddr)
+	b.auditChange(ctx, "node added", err, "node", id, "raft", raftAddr)
+	return b.clusterError(fmt.Sprintf("add node %d", id), err)
 }
 
 // RemoveNode takes a node out of the cluster; refused
@@ -84,6 +88,7 @@ func (b *Broker) RemoveNode(ctx context.Context, id uint64) error {
 		return err
 	}
 	err := b.cl.RemoveNode(ctx, id)
+	b.auditChange(ctx, "node removed", err, "node", id)
 	if errors.Is(err, cluster.ErrNodeInUse) {
 		return errorf(ErrInvalidArgument, "node %d still holds partition replicas; move them first with hermes cluster rebalance --drain %d (%v)", id, id, err)
 	}
@@ -116,6 +121,8 @@ func (b *Broker) onMetaChange(ch cluster.Change) {
 		return
 	}
 	switch {
+	case ch.Security:
+		b.refreshSecurity()
 	case ch.Created != nil:
 		if err := b.openClusterTopic(ch.Created); err != nil {
 			b.log.Error("cannot open the partitions of a new topic", "topic", ch.Created.Name, "err", err)
@@ -139,6 +146,7 @@ func (b *Broker) reconcile() {
 	b.metaMu.Lock()
 	defer b.metaMu.Unlock()
 	b.replaying = false
+	b.refreshSecurity()
 	for _, ct := range b.cl.Meta().Topics() {
 		if err := b.openClusterTopic(ct); err != nil {
 			b.log.Error("cannot open the partitions of a topic", "topic", ct.Name, "err", err)

@@ -123,8 +123,11 @@ type Config struct {
 	// Cluster says which cluster this node belongs to; the zero value is
 	// a cluster of one (node 1).
 	Cluster ClusterConfig
-	// Authorizer decides what each request's principal may do (nil:
-	// AllowAll).
+	// Auth turns on authentication and ACLs (off: every request is
+	// allowed, authenticated or not).
+	Auth AuthConfig
+	// Authorizer decides what each request's principal may do when Auth
+	// is off (nil: AllowAll).
 	Authorizer Authorizer
 
 	// MaxQueueBytes bounds the publish bytes queued per partition before

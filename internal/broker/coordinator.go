@@ -474,13 +474,16 @@ func deliveryFromNode(nd *nodepb.Delivery) (*Delivery, error) {
 // ListGroups lists groups with live members or committed offsets; the
 // coordinator answers.
 func (b *Broker) ListGroups(ctx context.Context) ([]GroupSummary, error) {
+	if err := b.requireAuthenticated(ctx); err != nil {
+		return nil, err
+	}
 	all, err := b.listGroups()
 	if err != nil {
 		return nil, err
 	}
 	out := all[:0]
 	for _, g := range all {
-		if b.authorize(ctx, ActionDescribe, groupResource(g.Name)) == nil {
+		if b.allowed(ctx, ActionDescribe, groupResource(g.Name)) {
 			out = append(out, g)
 		}
 	}

@@ -38,6 +38,13 @@ var (
 	ErrGroupNotEmpty = errors.New("group has live members")
 	// ErrPermissionDenied: the request's principal may not do this.
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrUnauthenticated: no valid credentials, where they are required,
+	// or wrong ones.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrAlreadyExists: creating a user (or ACL, token) that exists.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrNotFound: a user or token that does not exist.
+	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: the broker or partition cannot serve now (closing,
 	// failed storage, another node leads it). Retriable.
 	ErrUnavailable = errors.New("unavailable")
@@ -159,6 +166,9 @@ var kinds = []struct {
 	{ErrUnknownMember, "UNKNOWN_MEMBER", false},
 	{ErrGroupNotEmpty, "GROUP_NOT_EMPTY", false},
 	{ErrPermissionDenied, "PERMISSION_DENIED", false},
+	{ErrUnauthenticated, "UNAUTHENTICATED", false},
+	{ErrAlreadyExists, "ALREADY_EXISTS", false},
+	{ErrNotFound, "NOT_FOUND", false},
 	{ErrUnavailable, "UNAVAILABLE", true},
 }
 

@@ -43,6 +43,13 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, err
 	if err := b.authorize(ctx, ActionRead, topicResource(req.Topic)); err != nil {
 		return nil, err
 	}
+	if err := b.admit(ctx, 0, 0); err != nil {
+		return nil, err
+	}
+	principal := PrincipalFrom(ctx).Name
+	if err := b.readDebt(ctx, principal); err != nil {
+		return nil, err
+	}
 	t, p, err := b.fetchTarget(&req)
 	if err != nil {
 		return nil, err
@@ -55,6 +62,7 @@ func (b *Broker) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, err
 	}
 	if err == nil {
 		b.countConsumed(p, res.Batches)
+		b.chargeRead(principal, res.Batches)
 	}
 	return res, err
 }

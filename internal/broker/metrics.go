@@ -22,6 +22,9 @@ type metrics struct {
 	duplicates       *prometheus.CounterVec // topic
 	relayed          *prometheus.CounterVec // topic
 	groupRelays      prometheus.Counter
+	authFailures     prometheus.Counter
+	authDenials      prometheus.Counter
+	throttled        *prometheus.CounterVec // kind
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -83,12 +86,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "hermes_group_members_relayed_total",
 		Help: "Group members that subscribed on this node and were relayed to the group coordinator on another node.",
 	})
-	for _, reason := range []string{"queue_full", "disk_quota"} {
+	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hermes_authentication_failures_total", Help: "Requests whose credentials were wrong or missing where required.",
+	})
+	m.authDenials = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hermes_authorization_denials_total", Help: "Requests refused because their principal may not do what they ask.",
+	})
+	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermes_quota_throttled_total", Help: "Requests refused or delayed by a principal's quota, by quota.",
+	}, []string{"quota"})
+	for _, reason := range []string{"queue_full", "disk_quota", "quota"} {
 		m.rejected.WithLabelValues(reason) // present at 0, for alerts
+	}
+	for _, q := range []string{"produce", "fetch", "requests"} {
+		m.throttled.WithLabelValues(q)
 	}
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
 		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
-		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed, m.groupRelays)
+		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed, m.groupRelays,
+		m.authFailures, m.authDenials, m.throttled)
 	return m
 }
 

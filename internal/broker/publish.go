@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/hermes-mq/hermes/internal/auth"
 	"sync"
 	"time"
 
@@ -64,6 +65,9 @@ func (b *Broker) Publish(ctx context.Context, req *PublishRequest) (*PublishResu
 	if err := b.authorize(ctx, ActionWrite, topicResource(req.Topic)); err != nil {
 		return nil, err
 	}
+	if err := b.admit(ctx, auth.QuotaProduce, publishBytes(req)); err != nil {
+		return nil, err
+	}
 	type answer struct {
 		res *PublishResult
 		err error
@@ -83,6 +87,10 @@ func (b *Broker) Publish(ctx context.Context, req *PublishRequest) (*PublishResu
 // publish acknowledged nothing.
 func (b *Broker) PublishAsync(ctx context.Context, req *PublishRequest, done func(*PublishResult, error)) {
 	if err := b.authorize(ctx, ActionWrite, topicResource(req.Topic)); err != nil {
+		done(nil, err)
+		return
+	}
+	if err := b.admit(ctx, auth.QuotaProduce, publishBytes(req)); err != nil {
 		done(nil, err)
 		return
 	}

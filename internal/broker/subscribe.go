@@ -106,7 +106,7 @@ func (d *Delivery) Size() int64 {
 func (d *Delivery) Count() int {
 	n := len(d.Records)
 	for _, bt := range d.Batches {
-		if h, err := record.ParseBatch(bt); err == nil {
+		if h, err := record.ParseHeader(bt); err == nil { // checked when read
 			n += int(h.RecordCount)
 		}
 	}
@@ -472,6 +472,9 @@ func (s *localSub) Next(ctx context.Context) (*Delivery, error) {
 				return nil, ctx.Err()
 			}
 		}
+		if err := s.b.readDebt(ctx, s.principal.Name); err != nil {
+			return nil, err
+		}
 		d, err := s.poll(ctx, records, bytes)
 		if err != nil {
 			return nil, err
@@ -479,6 +482,7 @@ func (s *localSub) Next(ctx context.Context) (*Delivery, error) {
 		s.mu.Lock()
 		s.credit.spend(d)
 		s.mu.Unlock()
+		s.b.chargeRead(s.principal.Name, d.Batches)
 		return d, nil
 	}
 }

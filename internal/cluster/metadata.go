@@ -25,6 +25,10 @@ var (
 	ErrBadCommand    = errors.New("cluster: malformed command")
 	// ErrNodeInUse: the node still holds partition replicas.
 	ErrNodeInUse = errors.New("cluster: the node holds partition replicas")
+	// ErrExists and ErrNotFound: a user or token that already exists, or
+	// does not.
+	ErrExists   = errors.New("cluster: already exists")
+	ErrNotFound = errors.New("cluster: not found")
 )
 
 // Topic is a topic as the cluster knows it.
@@ -71,13 +75,15 @@ type Metadata struct {
 	// offsets are the consumer groups' committed offsets: group → partition
 	// → the next offset to consume.
 	offsets map[string]map[Partition]int64
+	// sec is the access-control state.
+	sec security
 	// Applied is the index of the last command applied.
 	Applied uint64
 }
 
 // NewMetadata returns an empty state.
 func NewMetadata() *Metadata {
-	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*NodeInfo), offsets: make(map[string]map[Partition]int64)}
+	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*NodeInfo), offsets: make(map[string]map[Partition]int64), sec: newSecurity()}
 }
 
 // Partition names a partition of a topic.
@@ -100,6 +106,10 @@ type Change struct {
 	// Committed is the group whose offsets a CommitOffsets set, with the
 	// offsets it kept (those of existing partitions).
 	Committed *GroupOffsets
+	// Security: the access-control state changed (users, tokens, ACLs,
+	// quotas); RemovedACLs counts the ACLs a RemoveAcls removed.
+	Security    bool
+	RemovedACLs int
 }
 
 // GroupOffsets are committed offsets of one group.
@@ -118,6 +128,9 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		panic(fmt.Sprintf("cluster: apply of index %d after %d", index, m.Applied))
 	}
 	m.Applied = index
+	if ch, err, ok := m.applySecurity(cmd); ok {
+		return ch, err
+	}
 	switch k := cmd.Kind.(type) {
 	case *pb.Command_CreateTopic:
 		return m.createTopic(index, k.CreateTopic)
@@ -544,6 +557,7 @@ func (m *Metadata) Snapshot() *pb.Snapshot {
 		})
 		s.Groups = append(s.Groups, c)
 	}
+	m.snapshotSecurity(s)
 	return s
 }
 
@@ -579,4 +593,5 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 		}
 		m.offsets[c.GetGroup()] = offs
 	}
+	m.restoreSecurity(s)
 }

@@ -208,6 +208,7 @@ func (g *MetaGroup) restore(state []byte, offset int64) error {
 	for i := range nodes {
 		changes = append(changes, Change{Node: &nodes[i]})
 	}
+	changes = append(changes, Change{Security: true})
 	if g.cfg.OnChange != nil {
 		for _, ch := range changes {
 			g.cfg.OnChange(ch)
@@ -326,6 +327,13 @@ func (g *MetaGroup) Nodes() []NodeInfo {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.md.Nodes()
+}
+
+// Security returns a copy of the access-control state as applied here.
+func (g *MetaGroup) Security() Security {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Security()
 }
 
 // Committed, GroupOffsets and Groups read the consumer groups' committed

@@ -60,7 +60,7 @@ func startMetaNodes(t *testing.T, n int) []*metaNode {
 func startMetaNode(t *testing.T, nd *metaNode, all []*metaNode) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	host := replication.NewHost()
-	nd.tr = replication.NewGRPCTransport(nd.id, host.Deliver, quiet)
+	nd.tr = replication.NewGRPCTransport(nd.id, nil, host.Deliver, quiet)
 	var peers []uint64
 	for _, o := range all {
 		peers = append(peers, o.id)

@@ -181,8 +181,18 @@ func (n *Node) AddNode(ctx context.Context, id uint64, raftAddr string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, membershipTimeout)
 	defer cancel()
+	// A node the others cannot talk to would be a voter that never votes.
+	pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+	err := n.tr.Probe(pctx, id, raftAddr)
+	pcancel()
+	if err != nil {
+		return fmt.Errorf("%w: node %d does not answer at %s as a node of this cluster: %v", ErrBadCommand, id, raftAddr, err)
+	}
 	return n.meta.AddMember(ctx, id, raftAddr)
 }
+
+// probeTimeout bounds the check that a node being added answers.
+const probeTimeout = 5 * time.Second
 
 // RemoveNode takes a node out of the cluster, from any node; ErrNodeInUse
 // while it holds partition replicas.

@@ -52,6 +52,9 @@ type NodeConfig struct {
 	// MetaSnapshotEntries: the metadata log is compacted every so many
 	// entries (default 1000).
 	MetaSnapshotEntries int
+	// TLS secures the node-to-node listener and dials with mutual TLS
+	// (nil: plaintext, for clusters on one machine's loopback).
+	TLS *replication.NodeTLS
 }
 
 // MaxReplicationFactor bounds the replicas of a partition.
@@ -139,7 +142,7 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 		cfg.Peers = map[uint64]string{cfg.NodeID: cfg.RaftAddr}
 	}
 	n := &Node{cfg: cfg, log: sc.Logger, host: replication.NewHost(), stop: make(chan struct{})}
-	n.tr = replication.NewGRPCTransport(cfg.NodeID, n.host.Deliver, sc.Logger.With("component", "raft"))
+	n.tr = replication.NewGRPCTransport(cfg.NodeID, cfg.TLS, n.host.Deliver, sc.Logger.With("component", "raft"))
 	var voters []uint64
 	for id, addr := range cfg.Peers {
 		voters = append(voters, id)
@@ -148,7 +151,7 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 		}
 	}
 	slices.Sort(voters)
-	n.srv = grpc.NewServer(replication.TransportServerOptions()...)
+	n.srv = grpc.NewServer(n.tr.ServerOptions()...)
 	n.tr.Register(n.srv)
 	if sc.Services != nil {
 		sc.Services(n.srv)
@@ -178,6 +181,7 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 	for _, nd := range n.meta.Nodes() { // the addresses the replay did not tell OnChange
 		n.learnNode(nd)
 	}
+	cfg.TLS.SetMembers(n.isMember)
 	if cfg.Alone() {
 		ctx, cancel := context.WithTimeout(context.Background(), aloneStartTimeout)
 		err := n.register(ctx)
@@ -291,6 +295,15 @@ func (n *Node) onMember(node uint64, added bool, raftAddr string) {
 	case !added:
 		n.log.Info("cluster node removed", "node", node)
 	}
+}
+
+// isMember reports whether node may use this node's node-to-node
+// services: it is a voter of the metadata group, or this node does not
+// know the group's members yet (it is joining: the leader that added it
+// is the first to call).
+func (n *Node) isMember(node uint64) bool {
+	voters := n.meta.Voters()
+	return len(voters) == 0 || slices.Contains(voters, node)
 }
 
 // every runs fn every d until the node stops.

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
 )
@@ -18,9 +17,16 @@ type ForwardHandler func(ctx context.Context, req *tpb.ForwardRequest) *tpb.Forw
 // forwarding is the Forward side of GRPCTransport: handlers by group, and
 // a connection per peer for outgoing calls.
 type forwarding struct {
+	tls      *NodeTLS
 	mu       sync.Mutex
 	handlers map[string]ForwardHandler
-	conns    map[string]*grpc.ClientConn // by address
+	conns    map[peerKey]*grpc.ClientConn
+}
+
+// peerKey identifies a connection: the node and the address dialled.
+type peerKey struct {
+	node uint64
+	addr string
 }
 
 // HandleForward makes this node run forwarded commands of group with h.
@@ -66,24 +72,28 @@ func (t *GRPCTransport) Conn(node uint64) (*grpc.ClientConn, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w %d", ErrNoPeer, node)
 	}
-	return t.fw.conn(p.addr)
+	return t.fw.conn(peerKey{node, p.addr})
 }
 
-func (f *forwarding) conn(addr string) (*grpc.ClientConn, error) {
+func (f *forwarding) conn(k peerKey) (*grpc.ClientConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if c := f.conns[addr]; c != nil {
+	if c := f.conns[k]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, append(transportDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds, err := f.tls.dialCreds(k.node)
+	if err != nil {
+		return nil, err
+	}
+	c, err := grpc.NewClient(k.addr, append(transportDialOptions(), creds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxNodeMessageBytes), grpc.MaxCallRecvMsgSize(maxNodeMessageBytes)))...)
 	if err != nil {
 		return nil, err
 	}
 	if f.conns == nil {
-		f.conns = make(map[string]*grpc.ClientConn)
+		f.conns = make(map[peerKey]*grpc.ClientConn)
 	}
-	f.conns[addr] = c
+	f.conns[k] = c
 	return c, nil
 }
 

@@ -308,7 +308,14 @@ func (s *LogStore) nextOffset() int64 {
 // the same values for committed entries, and this happens before the
 // Ready's messages (which may carry the same entries) are sent. The log
 // keeps the bytes (AppendShared); nothing modifies them afterwards.
-func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) {
+func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) { return s.AppendFrom(ents, 0) }
+
+// AppendFrom is Append by a replica that leads its group as node own (0:
+// it does not lead): the batches of entries node own proposed were
+// checked when they were published, so their CRCs are not computed again
+// (about 4% of a leader's CPU at 10 KB records). Entries that came from
+// another node are checked in full.
+func (s *LogStore) AppendFrom(ents []*pb.Entry, own uint64) ([]Appended, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Appended
@@ -326,7 +333,7 @@ func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) {
 		if idx != s.lastIndex()+1 {
 			return out, fmt.Errorf("%s: append of index %d after %d leaves a gap", s.group, idx, s.lastIndex())
 		}
-		a, err := s.appendEntry(e, now)
+		a, err := s.appendEntry(e, now, own)
 		if err != nil {
 			return out, err
 		}
@@ -338,7 +345,7 @@ func (s *LogStore) Append(ents []*pb.Entry) ([]Appended, error) {
 	return out, nil
 }
 
-func (s *LogStore) appendEntry(e *pb.Entry, now time.Time) (Appended, error) {
+func (s *LogStore) appendEntry(e *pb.Entry, now time.Time, own uint64) (Appended, error) {
 	idx, term := e.GetIndex(), e.GetTerm()
 	off := s.nextOffset()
 	p, body, ok := parseEntry(e)
@@ -349,8 +356,18 @@ func (s *LogStore) appendEntry(e *pb.Entry, now time.Time) (Appended, error) {
 		return Appended{}, nil
 	}
 	next, size := off, int64(len(body))
+	checked := own != 0 && p.Node == own
 	for len(body) > 0 {
-		h, err := record.ParseBatch(body)
+		var h record.BatchHeader
+		var err error
+		if checked {
+			h, err = record.ParseHeader(body)
+			if err == nil && len(body) < h.Size() {
+				err = record.ErrShortBatch
+			}
+		} else {
+			h, err = record.ParseBatch(body)
+		}
 		if err != nil {
 			return Appended{}, fmt.Errorf("%s: entry %d: %w", s.group, idx, err)
 		}

@@ -29,7 +29,11 @@ func (r *Replica) handleReadies() error {
 			}
 		}
 		r.overwritten(rd.Entries)
-		apps, err := r.store.Append(rd.Entries)
+		var own uint64
+		if r.leader.Load() == r.cfg.NodeID {
+			own = r.cfg.NodeID // entries of this leader's term are its own
+		}
+		apps, err := r.store.AppendFrom(rd.Entries, own)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -105,7 +104,9 @@ type Config struct {
 	// OnFail is called once, on the replica's goroutine, when a write or
 	// fsync of the group's storage failed: the group has stopped taking
 	// part in Raft (its storage's state past the last fsync is unknown;
-	// a restart recovers it), and every pending proposal failed.
+	// a restart recovers it), and every pending proposal failed. It is
+	// called too when raft panicked on a peer's message that admit let
+	// through (its state is then unknown).
 	OnFail func(err error)
 
 	// Synced, when set, is called on the replica's goroutine after each
@@ -114,6 +115,9 @@ type Config struct {
 	// of a batch already in the log. For metrics.
 	Synced    func(d time.Duration, records int)
 	Duplicate func()
+	// Refused, when set, is called on the replica's goroutine for every
+	// peer message dropped because no correct peer sends it (see admit).
+	Refused func(from uint64, why string)
 }
 
 // Queue bounds and the wait at them (Config).
@@ -235,6 +239,17 @@ type Replica struct {
 	// inflight are the keys of proposals handed to raft and not yet in the
 	// log (the log's dedup window knows the rest). Loop goroutine only.
 	inflight map[dedup.Key]struct{}
+	// members are the nodes of the group's configuration as applied here
+	// (empty before the first configuration arrives); refused counts the
+	// peer messages dropped by admit. Loop goroutine only.
+	members []uint64
+	refused uint64
+	// entryBuf is where proposeAll builds entries. Loop goroutine only.
+	entryBuf []byte
+	// refusedLogged is when refuse last logged, at refused count
+	// refusedAtLog.
+	refusedLogged time.Time
+	refusedAtLog  uint64
 }
 
 // NewReplica starts the group's replica over store. A store with no entries
@@ -522,6 +537,14 @@ func (r *Replica) campaignAlone() bool {
 func (r *Replica) noteVoters() {
 	_, cs, _ := r.store.InitialState()
 	v := cs.GetVoters()
+	r.members = r.members[:0]
+	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
+		for _, id := range ids {
+			if !slices.Contains(r.members, id) {
+				r.members = append(r.members, id)
+			}
+		}
+	}
 	r.alone.Store(len(v) == 1 && v[0] == r.cfg.NodeID && len(cs.GetLearners()) == 0 && len(cs.GetVotersOutgoing()) == 0)
 }
 
@@ -760,8 +783,14 @@ func (r *Replica) run() {
 		case <-tick.C:
 			r.rn.Tick()
 		case m := <-r.recvc:
-			r.rn.Step(m)
-			r.drainInbox()
+			err := r.step(m)
+			if err == nil {
+				err = r.drainInbox()
+			}
+			if err != nil {
+				r.fail(err)
+				return
+			}
 		case p := <-propc:
 			r.propose(r.take(p))
 		case f := <-r.calls:
@@ -778,8 +807,8 @@ func (r *Replica) run() {
 // fail stops the group after a storage failure: proposals, waiting and
 // new, fail; the loop waits for Stop.
 func (r *Replica) fail(err error) {
-	r.cfg.Logger.Error("replica storage failed; the group stops until restart", "group", r.cfg.Group, "err", err)
-	r.failErr = fmt.Errorf("%w: %s storage failed: %v", ErrStopped, r.cfg.Group, err)
+	r.cfg.Logger.Error("replica failed; the group stops until restart", "group", r.cfg.Group, "err", err)
+	r.failErr = fmt.Errorf("%w: %s failed: %v", ErrStopped, r.cfg.Group, err)
 	close(r.failedc)
 	r.failAll(r.failErr)
 	if r.cfg.OnFail != nil {
@@ -797,13 +826,15 @@ func (r *Replica) fail(err error) {
 }
 
 // drainInbox steps every message already queued, so one Ready covers them.
-func (r *Replica) drainInbox() {
+func (r *Replica) drainInbox() error {
 	for {
 		select {
 		case m := <-r.recvc:
-			r.rn.Step(m)
+			if err := r.step(m); err != nil {
+				return err
+			}
 		default:
-			return
+			return nil
 		}
 	}
 }
@@ -871,14 +902,20 @@ func (r *Replica) proposeAll(props []*proposal, size int) {
 	}
 	r.nextID++
 	pe := &pendingEntry{id: r.nextID, props: props}
-	// bytes.Join allocates the entry without zeroing it first: every byte
-	// is copied in (one pass over the records instead of two).
-	parts := make([][]byte, 1, 1+len(props))
-	parts[0] = EncodeEntry(make([]byte, 0, envelopeSize), Proposal{Node: r.cfg.NodeID, ID: pe.id})
+	// The entry is built in a buffer reused from one proposal to the next:
+	// raft copies a proposal into its log (etcd raft v3.7's appendEntry
+	// clones every entry), and nothing else keeps it once Propose returns
+	// on a leader. A follower would forward it (a message sent later), but
+	// only a leader proposes (checked above, on this goroutine).
+	data := EncodeEntry(slices.Grow(r.entryBuf[:0], envelopeSize+size), Proposal{Node: r.cfg.NodeID, ID: pe.id})
 	for _, p := range props {
-		parts = append(parts, p.batches...)
+		for _, b := range p.batches {
+			data = append(data, b...)
+		}
 	}
-	data := bytes.Join(parts, nil)
+	if cap(data) <= 2*r.cfg.MaxEntryBytes {
+		r.entryBuf = data[:0]
+	}
 	if err := r.rn.Propose(data); err != nil {
 		if errors.Is(err, raft.ErrProposalDropped) && r.rn.BasicStatus().RaftState == raft.StateLeader {
 			// Too much is uncommitted (followers behind): hold these, in

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,6 +75,10 @@ type member struct {
 	snapshots int
 	// joining: started without peers, to be added with ChangeVoter.
 	joining bool
+	// refused counts the peer messages admit dropped; failed is set when
+	// the replica failed.
+	refused atomic.Int64
+	failed  atomic.Bool
 
 	// With the gRPC transport: the node's server, address and transport.
 	addr string
@@ -138,7 +143,7 @@ func (g *group) transport(m *member) Transport {
 		return g.net
 	}
 	m.host = NewHost()
-	m.tr = NewGRPCTransport(m.id, m.host.Deliver, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m.tr = NewGRPCTransport(m.id, nil, m.host.Deliver, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, o := range g.ms {
 		if o != m {
 			m.tr.SetPeer(o.id, o.addr)
@@ -192,7 +197,9 @@ func (g *group) start(m *member) {
 	}
 	m.r, err = NewReplica(Config{
 		Group: "t/0", NodeID: m.id, Peers: peers, TickInterval: 10 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Refused: func(uint64, string) { m.refused.Add(1) },
+		OnFail:  func(error) { m.failed.Store(true) },
 		OnCommit: func(_ [][]byte, hw int64) {
 			m.mu.Lock()
 			m.hw = hw

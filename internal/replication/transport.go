@@ -9,9 +9,12 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hermes-mq/hermes/internal/bufpool"
 	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
 )
 
@@ -38,6 +41,7 @@ type GRPCTransport struct {
 	tpb.UnimplementedRaftTransportServer
 	self uint64
 	log  *slog.Logger
+	tls  *NodeTLS // nil: plaintext
 	// deliver hands a received message to its group (nil group: dropped).
 	deliver func(group string, m *pb.Message)
 
@@ -56,13 +60,16 @@ type peer struct {
 	q    chan *tpb.Envelope
 }
 
-// NewGRPCTransport makes a transport for node self; deliver receives every
-// inbound message (from the gRPC server's goroutines).
-func NewGRPCTransport(self uint64, deliver func(group string, m *pb.Message), log *slog.Logger) *GRPCTransport {
+// NewGRPCTransport makes a transport for node self, secured by sec (nil:
+// plaintext); deliver receives every inbound message (from the gRPC
+// server's goroutines).
+func NewGRPCTransport(self uint64, sec *NodeTLS, deliver func(group string, m *pb.Message), log *slog.Logger) *GRPCTransport {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &GRPCTransport{self: self, log: log, deliver: deliver, peers: make(map[uint64]*peer), stop: make(chan struct{})}
+	t := &GRPCTransport{self: self, log: log, tls: sec, deliver: deliver, peers: make(map[uint64]*peer), stop: make(chan struct{})}
+	t.fw.tls = sec
+	return t
 }
 
 // Register serves the transport's receiving side on s.
@@ -138,7 +145,11 @@ func (t *GRPCTransport) sendLoop(p *peer) {
 }
 
 func (t *GRPCTransport) stream(p *peer) error {
-	conn, err := grpc.NewClient(p.addr, append(transportDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds, err := t.tls.dialCreds(p.id)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(p.addr, append(transportDialOptions(), creds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(maxNodeMessageBytes)))...)
 	if err != nil {
 		return err
@@ -175,7 +186,9 @@ func (t *GRPCTransport) stream(p *peer) error {
 }
 
 // Stream is the receiving side: it hands every message to its group.
+// With node TLS, the stream's sender is the node its certificate names.
 func (t *GRPCTransport) Stream(s tpb.RaftTransport_StreamServer) error {
+	certified, _ := PeerNode(s.Context())
 	for {
 		b, err := s.Recv()
 		if err == io.EOF {
@@ -183,6 +196,10 @@ func (t *GRPCTransport) Stream(s tpb.RaftTransport_StreamServer) error {
 		}
 		if err != nil {
 			return err
+		}
+		if t.tls != nil && b.From != certified {
+			t.log.Warn("raft transport: stream refused: its sender is not the node its certificate names", "from", b.From, "certificate", certified, "addr", peerAddr(s.Context()))
+			return status.Errorf(codes.PermissionDenied, "messages from node %d on a connection of node %d", b.From, certified)
 		}
 		for _, e := range b.Envelopes {
 			if e.Beat != nil {
@@ -192,6 +209,10 @@ func (t *GRPCTransport) Stream(s tpb.RaftTransport_StreamServer) error {
 			m := &pb.Message{}
 			if err := proto.Unmarshal(e.Message, m); err != nil {
 				t.log.Warn("raft transport: bad message", "from", b.From, "group", e.Group, "err", err)
+				continue
+			}
+			if m.GetFrom() != b.From {
+				t.log.Warn("raft transport: message dropped: its sender is not the stream's", "stream_from", b.From, "from", m.GetFrom(), "group", e.Group)
 				continue
 			}
 			t.deliver(e.Group, m)
@@ -239,11 +260,16 @@ const (
 	transportConnWindow   = 64 << 20
 )
 
-// TransportServerOptions are the options of the gRPC server that serves
-// the transport (GRPCTransport.Register) and the other node-to-node
-// services.
-func TransportServerOptions() []grpc.ServerOption {
+// ServerOptions are the options of the gRPC server that serves the
+// transport (Register) and the other node-to-node services: its TLS and
+// the check of every caller, buffers and windows.
+func (t *GRPCTransport) ServerOptions() []grpc.ServerOption {
+	return append(t.tls.serverOptions(), transportServerOptions()...)
+}
+
+func transportServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		experimental.BufferPool(nodeBuffers),
 		grpc.MaxRecvMsgSize(maxNodeMessageBytes),
 		grpc.MaxSendMsgSize(maxNodeMessageBytes),
 		grpc.WriteBufferSize(transportBufferBytes),
@@ -253,9 +279,13 @@ func TransportServerOptions() []grpc.ServerOption {
 	}
 }
 
+// nodeBuffers are the gRPC buffers of node-to-node traffic.
+var nodeBuffers = bufpool.New()
+
 // transportDialOptions are the client side's.
 func transportDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
+		experimental.WithBufferPool(nodeBuffers),
 		grpc.WithWriteBufferSize(transportBufferBytes),
 		grpc.WithReadBufferSize(transportBufferBytes),
 		grpc.WithInitialWindowSize(transportStreamWindow),

@@ -4,22 +4,29 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	grpcapi "github.com/hermes-mq/hermes/internal/api/grpc"
 	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/internal/bufpool"
+	"github.com/hermes-mq/hermes/internal/replication"
+	"github.com/hermes-mq/hermes/internal/tlsconf"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -37,6 +44,21 @@ type Config struct {
 	// nodes and clients reach this node at, when they differ from the
 	// listen addresses (e.g. listening on 0.0.0.0 in a container).
 	AdvertiseGRPCAddr, AdvertiseHTTPAddr string
+	// TLS is the certificate of the client listeners (gRPC and HTTP);
+	// with its CA, clients may authenticate with certificates it signed.
+	// Not enabled: plaintext.
+	TLS tlsconf.Files
+	// NodeTLS makes node-to-node traffic mutual TLS with the cluster's CA
+	// (NodeTLS.CA); the certificate must name this node. Not enabled:
+	// plaintext.
+	NodeTLS tlsconf.Files
+	// CORSOrigins may call the HTTP APIs from their pages (browsers'
+	// cross-origin requests); none by default.
+	CORSOrigins []string
+	// AllowInsecure lets a listener on an address other than loopback run
+	// without TLS (and, for clients, without authentication); it is
+	// logged as a warning. Without it Start refuses to.
+	AllowInsecure bool
 }
 
 // HTTPAdapter mounts one HTTP API (REST, GraphQL, ...) on the node's HTTP
@@ -75,6 +97,31 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Broker.Logger = cfg.Logger
 	started := time.Now()
 	s := &Server{cfg: cfg, log: cfg.Logger, serveErr: make(chan error, 2)}
+	if err := cfg.checkExposure(); err != nil {
+		return nil, err
+	}
+	var clientTLS *tls.Config
+	if cfg.TLS.Enabled() {
+		auth := tlsconf.NoClientCert
+		if cfg.TLS.CA != "" {
+			auth = tlsconf.VerifyClientCertIfGiven
+		}
+		var err error
+		if clientTLS, err = tlsconf.Server(cfg.TLS, auth, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("client TLS: %w", err)
+		}
+	}
+	if cfg.NodeTLS.Enabled() {
+		c := &cfg.Broker.Cluster
+		id := c.NodeID
+		if id == 0 {
+			id = 1
+		}
+		var err error
+		if c.TLS, err = replication.NewNodeTLS(id, cfg.NodeTLS, cfg.Logger.With("component", "node-tls")); err != nil {
+			return nil, err
+		}
+	}
 	var err error
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("listen gRPC on %s: %w", cfg.GRPCAddr, err)
@@ -98,30 +145,91 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.broker = b
-	s.grpc = grpc.NewServer(
+	svc := grpcapi.New(b, cfg.Logger, cfg.Version, cfg.Limits)
+	creds := append([]grpc.ServerOption{experimental.BufferPool(bufpool.New())}, svc.ServerOptions()...)
+	if clientTLS != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(clientTLS)))
+	}
+	s.grpc = grpc.NewServer(append(creds,
 		grpc.MaxRecvMsgSize(grpcapi.MaxMessageBytes),
 		grpc.MaxSendMsgSize(grpcapi.MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)
-	pb.RegisterHermesServer(s.grpc, grpcapi.New(b, cfg.Logger, cfg.Version, cfg.Limits))
-	s.http = &http.Server{Handler: s.httpHandler(reg), ReadHeaderTimeout: 10 * time.Second}
+	)...)
+	pb.RegisterHermesServer(s.grpc, svc)
+	s.http = &http.Server{Handler: s.httpHandler(reg), ReadHeaderTimeout: 10 * time.Second, TLSConfig: clientTLS}
 	go func() { s.serveErr <- s.grpc.Serve(s.grpcLis) }()
 	go func() {
-		if err := s.http.Serve(s.httpLis); !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if clientTLS != nil {
+			err = s.http.ServeTLS(s.httpLis, "", "")
+		} else {
+			err = s.http.Serve(s.httpLis)
+		}
+		if !errors.Is(err, http.ErrServerClosed) {
 			s.serveErr <- err
 		}
 	}()
 	topics, _ := b.Topics(context.Background())
 	s.log.Info("hermes started", "node", b.NodeID(), "version", cfg.Version,
 		"grpc", s.grpcLis.Addr().String(), "http", s.httpLis.Addr().String(),
+		"tls", cfg.TLS.Enabled(), "node_tls", cfg.NodeTLS.Enabled(),
 		"data_dir", cfg.Broker.DataDir, "topics", len(topics), "startup", time.Since(started))
 	return s, nil
 }
 
+// checkExposure refuses listeners that anyone on the network could use
+// freely: a client listener on an address other than loopback without
+// TLS and authentication, a node-to-node listener there without node
+// TLS, unless AllowInsecure (then it warns).
+func (cfg *Config) checkExposure() error {
+	var open []string
+	for _, l := range []struct{ name, addr string }{{"--grpc-addr", cfg.GRPCAddr}, {"--http-addr", cfg.HTTPAddr}} {
+		if !loopback(l.addr) {
+			if !cfg.Broker.Auth.Required {
+				open = append(open, fmt.Sprintf("%s %s: clients are not authenticated (--auth)", l.name, l.addr))
+			}
+			if !cfg.TLS.Enabled() {
+				open = append(open, fmt.Sprintf("%s %s: no TLS (--tls-cert, --tls-key)", l.name, l.addr))
+			}
+		}
+	}
+	raft := cfg.Broker.Cluster.RaftAddr
+	if raft == "" {
+		raft = cfg.Broker.Cluster.Peers[cfg.Broker.Cluster.NodeID]
+	}
+	if raft != "" && !loopback(raft) && !cfg.NodeTLS.Enabled() {
+		open = append(open, fmt.Sprintf("--raft-addr %s: nodes are not authenticated (--node-tls-cert, --node-tls-key, --node-tls-ca)", raft))
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	if !cfg.AllowInsecure {
+		return fmt.Errorf("refusing to listen beyond loopback without security: %s; secure these listeners, listen on 127.0.0.1, or start with --allow-insecure", strings.Join(open, "; "))
+	}
+	for _, o := range open {
+		cfg.Logger.Warn("INSECURE: listening beyond loopback without security (--allow-insecure)", "listener", o)
+	}
+	return nil
+}
+
+// loopback reports whether a listen address is on the loopback interface
+// only (an empty or unspecified host listens on every interface).
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func (s *Server) httpHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", s.requireHTTP(broker.ActionDescribe, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -136,12 +244,12 @@ func (s *Server) httpHandler(reg *prometheus.Registry) http.Handler {
 		mount(mux, s.broker, s.log)
 	}
 	if s.cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", s.requireHTTP(broker.ActionAlter, http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/profile", s.requireHTTP(broker.ActionAlter, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", s.requireHTTP(broker.ActionAlter, http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", s.requireHTTP(broker.ActionAlter, http.HandlerFunc(pprof.Trace)))
 	}
-	return mux
+	return s.guard(mux)
 }
 
 // GRPCAddr and HTTPAddr are the bound addresses (useful with port 0).

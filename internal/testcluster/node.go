@@ -7,6 +7,7 @@ package testcluster
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermes-mq/hermes/internal/tlsconf"
 )
 
 var (
@@ -49,11 +52,74 @@ func Binary(t testing.TB) string {
 	return buildPath
 }
 
+var (
+	certsOnce sync.Once
+	certsDir  string
+	certsErr  error
+)
+
+// CertsNodes and CertsClients are the certificates Certs writes: nodes 1
+// to CertsNodes, and a client certificate per name.
+const CertsNodes = 9
+
+var CertsClients = []string{"admin", "alice", "bob"}
+
+// Certs writes, once per test process, a development CA with node and
+// client certificates (hermes dev-certs) and returns their directory.
+func Certs(t testing.TB) string {
+	t.Helper()
+	certsOnce.Do(func() {
+		if certsDir, certsErr = os.MkdirTemp("", "hermes-certs-"); certsErr != nil {
+			return
+		}
+		certsErr = tlsconf.WriteDev(tlsconf.DevOptions{Dir: certsDir, Nodes: CertsNodes, Clients: CertsClients})
+	})
+	if certsErr != nil {
+		t.Fatalf("writing certificates: %v", certsErr)
+	}
+	return certsDir
+}
+
+// NodeTLSArgs are the serve flags of node id's mutual TLS with the other
+// nodes (Certs' CA and node certificate).
+func NodeTLSArgs(t testing.TB, id uint64) []string {
+	f := tlsconf.NodeFiles(Certs(t), id)
+	return []string{"--node-tls-cert", f.Cert, "--node-tls-key", f.Key, "--node-tls-ca", f.CA}
+}
+
+// withNodeTLS adds NodeTLSArgs to the flags of a node that is part of a
+// cluster of several (--peers): the nodes of every test cluster talk
+// mutual TLS, as in production. A test wanting plaintext passes
+// --node-tls-cert "".
+func withNodeTLS(t testing.TB, args []string) []string {
+	var peers, tlsGiven bool
+	id := uint64(1)
+	for i, a := range args {
+		switch a {
+		case "--peers":
+			peers = true
+		case "--node-tls-cert":
+			tlsGiven = true
+		case "--node-id":
+			if i+1 < len(args) {
+				fmt.Sscan(args[i+1], &id)
+			}
+		}
+	}
+	if !peers || tlsGiven {
+		return args
+	}
+	return append(append([]string{}, args...), NodeTLSArgs(t, id)...)
+}
+
 // RemoveBinary deletes what Binary built. A test package that uses Binary
 // calls it from TestMain after m.Run, so that runs leave no build behind.
 func RemoveBinary() {
 	if buildPath != "" {
 		os.RemoveAll(filepath.Dir(buildPath))
+	}
+	if certsDir != "" {
+		os.RemoveAll(certsDir)
 	}
 }
 
@@ -105,6 +171,7 @@ func StartNodeFrom(t testing.TB, src string, args ...string) *Node {
 }
 
 func newNode(t testing.TB, args ...string) *Node {
+	args = withNodeTLS(t, args)
 	n := &Node{
 		t: t, bin: Binary(t), DataDir: filepath.Join(t.TempDir(), "data"),
 		GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), Args: args,
@@ -205,14 +272,14 @@ func (n *Node) Start() {
 
 func (n *Node) waitReady(exited <-chan struct{}) {
 	deadline := time.Now().Add(30 * time.Second)
-	client := &http.Client{Timeout: time.Second}
+	client := n.probeClient(time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-exited:
 			n.t.Fatalf("hermes exited during start:\n%s", tail(n.logPath, 40))
 		default:
 		}
-		resp, err := client.Get("http://" + n.HTTPAddr + "/readyz")
+		resp, err := client.Get(n.HTTPURL() + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -222,6 +289,24 @@ func (n *Node) waitReady(exited <-chan struct{}) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	n.t.Fatalf("hermes not ready after 30s:\n%s", tail(n.logPath, 40))
+}
+
+// HTTPURL is the base URL of the node's HTTP listener: https when it was
+// started with --tls-cert.
+func (n *Node) HTTPURL() string {
+	for i, a := range n.Args {
+		if a == "--tls-cert" && i+1 < len(n.Args) && n.Args[i+1] != "" {
+			return "https://" + n.HTTPAddr
+		}
+	}
+	return "http://" + n.HTTPAddr
+}
+
+// probeClient is the HTTP client of the harness's own probes (readiness,
+// metrics): it does not check the node's certificate, which is the
+// tests' business.
+func (n *Node) probeClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 }
 
 // PID is the current process id (0 when not running).
@@ -275,7 +360,7 @@ func (n *Node) Resume() { n.signal(syscall.SIGCONT) }
 
 // Metrics returns the node's /metrics text.
 func (n *Node) Metrics() string {
-	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	resp, err := n.probeClient(10 * time.Second).Get(n.HTTPURL() + "/metrics")
 	if err != nil {
 		return ""
 	}

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -9,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
@@ -64,6 +67,8 @@ type clientConfig struct {
 	logger      *slog.Logger
 	retry       RetryPolicy
 	dialOpts    []grpc.DialOption
+	tls         *tls.Config // nil: plaintext
+	auth        authHeader  // "": anonymous
 	recvMax     int
 	direct      bool // send to partition leaders directly
 }
@@ -96,8 +101,40 @@ func WithRetry(maxAttempts int, backoff time.Duration) Option {
 	}
 }
 
-// WithDialOptions adds gRPC dial options, e.g. transport credentials (the
-// default is an insecure connection). Stats handlers must not keep a
+// WithTLS makes the Client connect with TLS, configured by cfg: its
+// RootCAs verify the nodes' certificates (nil: the system's roots), its
+// Certificates or GetClientCertificate authenticate the client when the
+// nodes ask for a certificate. The default is plaintext.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *clientConfig) { c.tls = cfg }
+}
+
+// WithCredentials authenticates every call as user with password (sent
+// with each call as HTTP basic credentials: use TLS beyond loopback).
+func WithCredentials(user, password string) Option {
+	h := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	return func(c *clientConfig) { c.auth = authHeader(h) }
+}
+
+// WithToken authenticates every call with an API token (hermes token
+// create).
+func WithToken(token string) Option {
+	return func(c *clientConfig) { c.auth = authHeader("Bearer " + token) }
+}
+
+// authHeader is per-call credentials: the authorization metadata.
+type authHeader string
+
+func (a authHeader) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": string(a)}, nil
+}
+
+// RequireTransportSecurity is false: a node on loopback may take
+// credentials without TLS.
+func (a authHeader) RequireTransportSecurity() bool { return false }
+
+// WithDialOptions adds gRPC dial options (applied after the Client's
+// own: they win). Stats handlers must not keep a
 // reference to sent messages after SendMsg returns: the Producer reuses
 // its encode buffers.
 func WithDialOptions(opts ...grpc.DialOption) Option {
@@ -155,10 +192,18 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: err.Error()}
 	}
-	dopts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := insecure.NewCredentials()
+	if cfg.tls != nil {
+		creds = credentials.NewTLS(cfg.tls)
+	}
+	dopts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.recvMax)),
-	}, cfg.dialOpts...)
+	}
+	if cfg.auth != "" {
+		dopts = append(dopts, grpc.WithPerRPCCredentials(cfg.auth))
+	}
+	dopts = append(dopts, cfg.dialOpts...)
 	cfg.dialOpts = dopts // for the connections to leaders
 	if nodes != nil {
 		dopts = append(dopts[:len(dopts):len(dopts)], grpc.WithResolvers(nodes))

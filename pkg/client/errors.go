@@ -35,6 +35,9 @@ const (
 	CodeInternal          Code = Code(hermesv1.ErrorCode_ERROR_CODE_INTERNAL)
 	CodeGroupNotEmpty     Code = Code(hermesv1.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY)
 	CodePermissionDenied  Code = Code(hermesv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED)
+	CodeUnauthenticated   Code = Code(hermesv1.ErrorCode_ERROR_CODE_UNAUTHENTICATED)
+	CodeAlreadyExists     Code = Code(hermesv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS)
+	CodeNotFound          Code = Code(hermesv1.ErrorCode_ERROR_CODE_NOT_FOUND)
 )
 
 // String returns the code's name as the API spells it without its
@@ -121,6 +124,13 @@ var (
 	ErrGroupNotEmpty = sentinel(CodeGroupNotEmpty)
 	// ErrPermissionDenied: the client's principal may not do this.
 	ErrPermissionDenied = sentinel(CodePermissionDenied)
+	// ErrUnauthenticated: the node requires credentials and got none, or
+	// wrong ones.
+	ErrUnauthenticated = sentinel(CodeUnauthenticated)
+	// ErrAlreadyExists: a user of that name exists.
+	ErrAlreadyExists = sentinel(CodeAlreadyExists)
+	// ErrNotFound: no user or token of that name.
+	ErrNotFound = sentinel(CodeNotFound)
 )
 
 // Errors made by this package, not by the broker.
@@ -170,6 +180,9 @@ var codeTable = map[Code]codeKind{
 	CodeInternal:          {"INTERNAL", codes.Internal, false},
 	CodeGroupNotEmpty:     {"GROUP_NOT_EMPTY", codes.FailedPrecondition, false},
 	CodePermissionDenied:  {"PERMISSION_DENIED", codes.PermissionDenied, false},
+	CodeUnauthenticated:   {"UNAUTHENTICATED", codes.Unauthenticated, false},
+	CodeAlreadyExists:     {"ALREADY_EXISTS", codes.AlreadyExists, false},
+	CodeNotFound:          {"NOT_FOUND", codes.NotFound, false},
 }
 
 // grpcFallback is the Hermes code given to a gRPC status that carries no
@@ -183,6 +196,7 @@ var grpcFallback = map[codes.Code]Code{
 	codes.Unavailable:       CodeUnavailable,
 	codes.Internal:          CodeInternal,
 	codes.PermissionDenied:  CodePermissionDenied,
+	codes.Unauthenticated:   CodeUnauthenticated,
 }
 
 // fromInfo converts an in-band ErrorInfo. REQUIRES: info != nil.

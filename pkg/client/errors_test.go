@@ -37,6 +37,9 @@ func TestErrorMapping(t *testing.T) {
 		{hermesv1.ErrorCode_ERROR_CODE_INTERNAL, codes.Internal, ErrInternal},
 		{hermesv1.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY, codes.FailedPrecondition, ErrGroupNotEmpty},
 		{hermesv1.ErrorCode_ERROR_CODE_PERMISSION_DENIED, codes.PermissionDenied, ErrPermissionDenied},
+		{hermesv1.ErrorCode_ERROR_CODE_UNAUTHENTICATED, codes.Unauthenticated, ErrUnauthenticated},
+		{hermesv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, codes.AlreadyExists, ErrAlreadyExists},
+		{hermesv1.ErrorCode_ERROR_CODE_NOT_FOUND, codes.NotFound, ErrNotFound},
 	}
 	if len(cases) != len(codeTable)-1 {
 		t.Fatalf("test covers %d codes, table has %d", len(cases), len(codeTable)-1)

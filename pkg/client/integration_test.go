@@ -62,6 +62,7 @@ type broker struct {
 	t       testing.TB
 	addr    string
 	http    string
+	raft    string
 	dataDir string
 	cmd     *exec.Cmd
 	out     *syncBuffer
@@ -87,7 +88,7 @@ func (s *syncBuffer) String() string {
 
 // startBroker runs a broker with a fresh data directory.
 func startBroker(t testing.TB) *broker {
-	b := &broker{t: t, addr: testcluster.FreeAddr(t), http: testcluster.FreeAddr(t), dataDir: t.TempDir()}
+	b := &broker{t: t, addr: testcluster.FreeAddr(t), http: testcluster.FreeAddr(t), raft: testcluster.FreeAddr(t), dataDir: t.TempDir()}
 	b.start()
 	t.Cleanup(func() {
 		b.stop(syscall.SIGTERM)
@@ -102,7 +103,7 @@ func (b *broker) start() {
 	b.t.Helper()
 	b.out = &syncBuffer{}
 	b.cmd = exec.Command(hermesBinary(b.t), "serve", "--data-dir", b.dataDir,
-		"--grpc-addr", b.addr, "--http-addr", b.http, "--log-level", "warn")
+		"--grpc-addr", b.addr, "--http-addr", b.http, "--raft-addr", b.raft, "--log-level", "warn")
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)

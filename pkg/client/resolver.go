@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"net"
 	"strings"
 
 	"google.golang.org/grpc/resolver"
@@ -44,7 +45,9 @@ func (r nodesResolver) Scheme() string { return nodesScheme }
 func (r nodesResolver) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
 	st := resolver.State{}
 	for _, n := range r.nodes {
-		st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: n}}})
+		// With TLS, each node's certificate is checked for its own host.
+		host, _, _ := net.SplitHostPort(n)
+		st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: n, ServerName: host}}})
 	}
 	if err := cc.UpdateState(st); err != nil {
 		return nil, err

@@ -38,6 +38,16 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	Acl struct {
+		Host         func(childComplexity int) int
+		Name         func(childComplexity int) int
+		Operation    func(childComplexity int) int
+		Pattern      func(childComplexity int) int
+		Permission   func(childComplexity int) int
+		Principal    func(childComplexity int) int
+		ResourceType func(childComplexity int) int
+	}
+
 	Assignment struct {
 		Generation func(childComplexity int) int
 		Partitions func(childComplexity int) int
@@ -88,10 +98,23 @@ type ComplexityRoot struct {
 	Mutation struct {
 		Ack          func(childComplexity int, group string, memberID string, records []*PartitionOffsetInput, nack bool) int
 		Commit       func(childComplexity int, group string, memberID *string, offsets []*OffsetInput) int
+		CreateAcls   func(childComplexity int, acls []*ACLInput) int
+		CreateToken  func(childComplexity int, principal *string, ttlMs *int64, description *string) int
 		CreateTopic  func(childComplexity int, name string, config *TopicConfigInput, ifNotExists bool) int
+		CreateUser   func(childComplexity int, name string, password string) int
+		DeleteAcls   func(childComplexity int, filters []*ACLInput) int
 		DeleteTopic  func(childComplexity int, name string) int
+		DeleteUser   func(childComplexity int, name string) int
 		Publish      func(childComplexity int, topic string, record RecordInput, mode *DeliveryMode, partition *int32) int
 		PublishBatch func(childComplexity int, topic string, records []*RecordInput, mode *DeliveryMode, partition *int32) int
+		RevokeToken  func(childComplexity int, id string) int
+		SetPassword  func(childComplexity int, name string, password string) int
+		SetQuota     func(childComplexity int, principal string, produceBytesPerSecond *int64, fetchBytesPerSecond *int64, requestsPerSecond *int64) int
+	}
+
+	NewToken struct {
+		Info  func(childComplexity int) int
+		Token func(childComplexity int) int
 	}
 
 	Partition struct {
@@ -103,13 +126,31 @@ type ComplexityRoot struct {
 		StartOffset   func(childComplexity int) int
 	}
 
+	Principal struct {
+		AuthRequired func(childComplexity int) int
+		Name         func(childComplexity int) int
+		Via          func(childComplexity int) int
+	}
+
 	Query struct {
+		Acls    func(childComplexity int, filter *ACLInput) int
 		Cluster func(childComplexity int) int
 		Group   func(childComplexity int, id string) int
 		Groups  func(childComplexity int) int
+		Quotas  func(childComplexity int) int
 		Records func(childComplexity int, topic string, partition int32, offset int64, limit int32, waitMs int32) int
+		Tokens  func(childComplexity int) int
 		Topic   func(childComplexity int, name string) int
 		Topics  func(childComplexity int) int
+		Users   func(childComplexity int) int
+		Whoami  func(childComplexity int) int
+	}
+
+	Quota struct {
+		FetchBytesPerSecond   func(childComplexity int) int
+		Principal             func(childComplexity int) int
+		ProduceBytesPerSecond func(childComplexity int) int
+		RequestsPerSecond     func(childComplexity int) int
 	}
 
 	Record struct {
@@ -156,6 +197,14 @@ type ComplexityRoot struct {
 		Subscribed func(childComplexity int) int
 	}
 
+	Token struct {
+		CreatedUnixMs func(childComplexity int) int
+		Description   func(childComplexity int) int
+		ExpiresUnixMs func(childComplexity int) int
+		ID            func(childComplexity int) int
+		Principal     func(childComplexity int) int
+	}
+
 	Topic struct {
 		Config     func(childComplexity int) int
 		Name       func(childComplexity int) int
@@ -171,6 +220,11 @@ type ComplexityRoot struct {
 		RetentionMs       func(childComplexity int) int
 		SegmentBytes      func(childComplexity int) int
 	}
+
+	User struct {
+		Mechanisms func(childComplexity int) int
+		Name       func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -182,6 +236,14 @@ type MutationResolver interface {
 	PublishBatch(ctx context.Context, topic string, records []*RecordInput, mode *DeliveryMode, partition *int32) ([]*RecordAck, error)
 	Commit(ctx context.Context, group string, memberID *string, offsets []*OffsetInput) (bool, error)
 	Ack(ctx context.Context, group string, memberID string, records []*PartitionOffsetInput, nack bool) (bool, error)
+	CreateUser(ctx context.Context, name string, password string) (bool, error)
+	SetPassword(ctx context.Context, name string, password string) (bool, error)
+	DeleteUser(ctx context.Context, name string) (bool, error)
+	CreateToken(ctx context.Context, principal *string, ttlMs *int64, description *string) (*NewToken, error)
+	RevokeToken(ctx context.Context, id string) (bool, error)
+	CreateAcls(ctx context.Context, acls []*ACLInput) (bool, error)
+	DeleteAcls(ctx context.Context, filters []*ACLInput) (int32, error)
+	SetQuota(ctx context.Context, principal string, produceBytesPerSecond *int64, fetchBytesPerSecond *int64, requestsPerSecond *int64) (bool, error)
 	CreateTopic(ctx context.Context, name string, config *TopicConfigInput, ifNotExists bool) (*Topic, error)
 	DeleteTopic(ctx context.Context, name string) (bool, error)
 }
@@ -190,6 +252,11 @@ type QueryResolver interface {
 	Groups(ctx context.Context) ([]*Group, error)
 	Group(ctx context.Context, id string) (*Group, error)
 	Records(ctx context.Context, topic string, partition int32, offset int64, limit int32, waitMs int32) (*RecordPage, error)
+	Whoami(ctx context.Context) (*Principal, error)
+	Users(ctx context.Context) ([]*User, error)
+	Tokens(ctx context.Context) ([]*Token, error)
+	Acls(ctx context.Context, filter *ACLInput) ([]*ACL, error)
+	Quotas(ctx context.Context) ([]*Quota, error)
 	Topics(ctx context.Context) ([]*Topic, error)
 	Topic(ctx context.Context, name string) (*Topic, error)
 }
@@ -214,6 +281,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "Acl.host":
+		if e.ComplexityRoot.Acl.Host == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Acl.Host(childComplexity), true
+	case "Acl.name":
+		if e.ComplexityRoot.Acl.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Acl.Name(childComplexity), true
+	case "Acl.operation":
+		if e.ComplexityRoot.Acl.Operation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Acl.Operation(childComplexity), true
+	case "Acl.pattern":
+		if e.ComplexityRoot.Acl.Pattern == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Acl.Pattern(childComplexity), true
+	case "Acl.permission":
+		if e.ComplexityRoot.Acl.Permission == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Acl.Permission(childComplexity), true
+	case "Acl.principal":
+		if e.ComplexityRoot.Acl.Principal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Acl.Principal(childComplexity), true
+	case "Acl.resourceType":
+		if e.ComplexityRoot.Acl.ResourceType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Acl.ResourceType(childComplexity), true
 
 	case "Assignment.generation":
 		if e.ComplexityRoot.Assignment.Generation == nil {
@@ -400,6 +510,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Commit(childComplexity, args["group"].(string), args["memberId"].(*string), args["offsets"].([]*OffsetInput)), true
+	case "Mutation.createAcls":
+		if e.ComplexityRoot.Mutation.CreateAcls == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createAcls_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateAcls(childComplexity, args["acls"].([]*ACLInput)), true
+	case "Mutation.createToken":
+		if e.ComplexityRoot.Mutation.CreateToken == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createToken_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateToken(childComplexity, args["principal"].(*string), args["ttlMs"].(*int64), args["description"].(*string)), true
 	case "Mutation.createTopic":
 		if e.ComplexityRoot.Mutation.CreateTopic == nil {
 			break
@@ -411,6 +543,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateTopic(childComplexity, args["name"].(string), args["config"].(*TopicConfigInput), args["ifNotExists"].(bool)), true
+	case "Mutation.createUser":
+		if e.ComplexityRoot.Mutation.CreateUser == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createUser_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateUser(childComplexity, args["name"].(string), args["password"].(string)), true
+	case "Mutation.deleteAcls":
+		if e.ComplexityRoot.Mutation.DeleteAcls == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteAcls_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteAcls(childComplexity, args["filters"].([]*ACLInput)), true
 	case "Mutation.deleteTopic":
 		if e.ComplexityRoot.Mutation.DeleteTopic == nil {
 			break
@@ -422,6 +576,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteTopic(childComplexity, args["name"].(string)), true
+	case "Mutation.deleteUser":
+		if e.ComplexityRoot.Mutation.DeleteUser == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteUser_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteUser(childComplexity, args["name"].(string)), true
 	case "Mutation.publish":
 		if e.ComplexityRoot.Mutation.Publish == nil {
 			break
@@ -444,6 +609,52 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.PublishBatch(childComplexity, args["topic"].(string), args["records"].([]*RecordInput), args["mode"].(*DeliveryMode), args["partition"].(*int32)), true
+	case "Mutation.revokeToken":
+		if e.ComplexityRoot.Mutation.RevokeToken == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeToken_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeToken(childComplexity, args["id"].(string)), true
+	case "Mutation.setPassword":
+		if e.ComplexityRoot.Mutation.SetPassword == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setPassword_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetPassword(childComplexity, args["name"].(string), args["password"].(string)), true
+	case "Mutation.setQuota":
+		if e.ComplexityRoot.Mutation.SetQuota == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setQuota_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetQuota(childComplexity, args["principal"].(string), args["produceBytesPerSecond"].(*int64), args["fetchBytesPerSecond"].(*int64), args["requestsPerSecond"].(*int64)), true
+
+	case "NewToken.info":
+		if e.ComplexityRoot.NewToken.Info == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NewToken.Info(childComplexity), true
+	case "NewToken.token":
+		if e.ComplexityRoot.NewToken.Token == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NewToken.Token(childComplexity), true
 
 	case "Partition.endOffset":
 		if e.ComplexityRoot.Partition.EndOffset == nil {
@@ -482,6 +693,36 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Partition.StartOffset(childComplexity), true
 
+	case "Principal.authRequired":
+		if e.ComplexityRoot.Principal.AuthRequired == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.AuthRequired(childComplexity), true
+	case "Principal.name":
+		if e.ComplexityRoot.Principal.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.Name(childComplexity), true
+	case "Principal.via":
+		if e.ComplexityRoot.Principal.Via == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Principal.Via(childComplexity), true
+
+	case "Query.acls":
+		if e.ComplexityRoot.Query.Acls == nil {
+			break
+		}
+
+		args, err := ec.field_Query_acls_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Acls(childComplexity, args["filter"].(*ACLInput)), true
 	case "Query.cluster":
 		if e.ComplexityRoot.Query.Cluster == nil {
 			break
@@ -506,6 +747,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Groups(childComplexity), true
 
+	case "Query.quotas":
+		if e.ComplexityRoot.Query.Quotas == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Quotas(childComplexity), true
 	case "Query.records":
 		if e.ComplexityRoot.Query.Records == nil {
 			break
@@ -517,6 +764,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Records(childComplexity, args["topic"].(string), args["partition"].(int32), args["offset"].(int64), args["limit"].(int32), args["waitMs"].(int32)), true
+	case "Query.tokens":
+		if e.ComplexityRoot.Query.Tokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Tokens(childComplexity), true
 	case "Query.topic":
 		if e.ComplexityRoot.Query.Topic == nil {
 			break
@@ -534,6 +787,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Topics(childComplexity), true
+	case "Query.users":
+		if e.ComplexityRoot.Query.Users == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Users(childComplexity), true
+	case "Query.whoami":
+		if e.ComplexityRoot.Query.Whoami == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Whoami(childComplexity), true
+
+	case "Quota.fetchBytesPerSecond":
+		if e.ComplexityRoot.Quota.FetchBytesPerSecond == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Quota.FetchBytesPerSecond(childComplexity), true
+	case "Quota.principal":
+		if e.ComplexityRoot.Quota.Principal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Quota.Principal(childComplexity), true
+	case "Quota.produceBytesPerSecond":
+		if e.ComplexityRoot.Quota.ProduceBytesPerSecond == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Quota.ProduceBytesPerSecond(childComplexity), true
+	case "Quota.requestsPerSecond":
+		if e.ComplexityRoot.Quota.RequestsPerSecond == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Quota.RequestsPerSecond(childComplexity), true
 
 	case "Record.deliveryCount":
 		if e.ComplexityRoot.Record.DeliveryCount == nil {
@@ -702,6 +992,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SubscriptionEvent.Subscribed(childComplexity), true
 
+	case "Token.createdUnixMs":
+		if e.ComplexityRoot.Token.CreatedUnixMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.CreatedUnixMs(childComplexity), true
+	case "Token.description":
+		if e.ComplexityRoot.Token.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.Description(childComplexity), true
+	case "Token.expiresUnixMs":
+		if e.ComplexityRoot.Token.ExpiresUnixMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.ExpiresUnixMs(childComplexity), true
+	case "Token.id":
+		if e.ComplexityRoot.Token.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.ID(childComplexity), true
+	case "Token.principal":
+		if e.ComplexityRoot.Token.Principal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Token.Principal(childComplexity), true
+
 	case "Topic.config":
 		if e.ComplexityRoot.Topic.Config == nil {
 			break
@@ -764,6 +1085,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TopicConfig.SegmentBytes(childComplexity), true
 
+	case "User.mechanisms":
+		if e.ComplexityRoot.User.Mechanisms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.User.Mechanisms(childComplexity), true
+	case "User.name":
+		if e.ComplexityRoot.User.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.User.Name(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -773,6 +1107,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("AclInput", ec.unmarshalInputAclInput),
 			graphql.NewInputUnmarshaler("HeaderInput", ec.unmarshalInputHeaderInput),
 			graphql.NewInputUnmarshaler("OffsetInput", ec.unmarshalInputOffsetInput),
 			graphql.NewInputUnmarshaler("PartitionOffsetInput", ec.unmarshalInputPartitionOffsetInput),
@@ -872,7 +1207,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "groups.graphqls" "records.graphqls" "schema.graphqls" "subscription.graphqls" "topics.graphqls"
+//go:embed "groups.graphqls" "records.graphqls" "schema.graphqls" "security.graphqls" "subscription.graphqls" "topics.graphqls"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -887,6 +1222,7 @@ var sources = []*ast.Source{
 	{Name: "groups.graphqls", Input: sourceData("groups.graphqls"), BuiltIn: false},
 	{Name: "records.graphqls", Input: sourceData("records.graphqls"), BuiltIn: false},
 	{Name: "schema.graphqls", Input: sourceData("schema.graphqls"), BuiltIn: false},
+	{Name: "security.graphqls", Input: sourceData("security.graphqls"), BuiltIn: false},
 	{Name: "subscription.graphqls", Input: sourceData("subscription.graphqls"), BuiltIn: false},
 	{Name: "topics.graphqls", Input: sourceData("topics.graphqls"), BuiltIn: false},
 }
@@ -895,6 +1231,26 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_Acl(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "principal":
+		return ec.fieldContext_Acl_principal(ctx, field)
+	case "resourceType":
+		return ec.fieldContext_Acl_resourceType(ctx, field)
+	case "name":
+		return ec.fieldContext_Acl_name(ctx, field)
+	case "pattern":
+		return ec.fieldContext_Acl_pattern(ctx, field)
+	case "operation":
+		return ec.fieldContext_Acl_operation(ctx, field)
+	case "permission":
+		return ec.fieldContext_Acl_permission(ctx, field)
+	case "host":
+		return ec.fieldContext_Acl_host(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Acl", field.Name)
+}
 
 func (ec *executionContext) childFields_Assignment(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -990,6 +1346,16 @@ func (ec *executionContext) childFields_Header(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type Header", field.Name)
 }
 
+func (ec *executionContext) childFields_NewToken(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "token":
+		return ec.fieldContext_NewToken_token(ctx, field)
+	case "info":
+		return ec.fieldContext_NewToken_info(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NewToken", field.Name)
+}
+
 func (ec *executionContext) childFields_Partition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "partition":
@@ -1006,6 +1372,32 @@ func (ec *executionContext) childFields_Partition(ctx context.Context, field gra
 		return ec.fieldContext_Partition_ringEvicted(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Partition", field.Name)
+}
+
+func (ec *executionContext) childFields_Principal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_Principal_name(ctx, field)
+	case "via":
+		return ec.fieldContext_Principal_via(ctx, field)
+	case "authRequired":
+		return ec.fieldContext_Principal_authRequired(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Principal", field.Name)
+}
+
+func (ec *executionContext) childFields_Quota(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "principal":
+		return ec.fieldContext_Quota_principal(ctx, field)
+	case "produceBytesPerSecond":
+		return ec.fieldContext_Quota_produceBytesPerSecond(ctx, field)
+	case "fetchBytesPerSecond":
+		return ec.fieldContext_Quota_fetchBytesPerSecond(ctx, field)
+	case "requestsPerSecond":
+		return ec.fieldContext_Quota_requestsPerSecond(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Quota", field.Name)
 }
 
 func (ec *executionContext) childFields_Record(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1088,6 +1480,22 @@ func (ec *executionContext) childFields_SubscriptionEvent(ctx context.Context, f
 	return nil, fmt.Errorf("no field named %q was found under type SubscriptionEvent", field.Name)
 }
 
+func (ec *executionContext) childFields_Token(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Token_id(ctx, field)
+	case "principal":
+		return ec.fieldContext_Token_principal(ctx, field)
+	case "createdUnixMs":
+		return ec.fieldContext_Token_createdUnixMs(ctx, field)
+	case "expiresUnixMs":
+		return ec.fieldContext_Token_expiresUnixMs(ctx, field)
+	case "description":
+		return ec.fieldContext_Token_description(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Token", field.Name)
+}
+
 func (ec *executionContext) childFields_Topic(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -1118,6 +1526,16 @@ func (ec *executionContext) childFields_TopicConfig(ctx context.Context, field g
 		return ec.fieldContext_TopicConfig_replicationFactor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TopicConfig", field.Name)
+}
+
+func (ec *executionContext) childFields_User(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_User_name(ctx, field)
+	case "mechanisms":
+		return ec.fieldContext_User_mechanisms(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type User", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1304,6 +1722,50 @@ func (ec *executionContext) field_Mutation_commit_args(ctx context.Context, rawA
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createAcls_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "acls",
+		func(ctx context.Context, v any) ([]*ACLInput, error) {
+			return ec.unmarshalNAclInput2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["acls"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "principal",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["principal"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "ttlMs",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ttlMs"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "description",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["description"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createTopic_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1334,7 +1796,57 @@ func (ec *executionContext) field_Mutation_createTopic_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createUser_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "password",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["password"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteAcls_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
+		func(ctx context.Context, v any) ([]*ACLInput, error) {
+			return ec.unmarshalNAclInput2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteTopic_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteUser_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
@@ -1424,6 +1936,80 @@ func (ec *executionContext) field_Mutation_publish_args(ctx context.Context, raw
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_revokeToken_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setPassword_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "password",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["password"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setQuota_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "principal",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["principal"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "produceBytesPerSecond",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["produceBytesPerSecond"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "fetchBytesPerSecond",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["fetchBytesPerSecond"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "requestsPerSecond",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt642ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["requestsPerSecond"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1435,6 +2021,20 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_acls_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "filter",
+		func(ctx context.Context, v any) (*ACLInput, error) {
+			return ec.unmarshalOAclInput2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filter"] = arg0
 	return args, nil
 }
 
@@ -1639,6 +2239,167 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _Acl_principal(ctx context.Context, field graphql.CollectedField, obj *ACL) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Acl_principal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Principal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Acl_principal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Acl", field, false, false, "String")
+}
+
+func (ec *executionContext) _Acl_resourceType(ctx context.Context, field graphql.CollectedField, obj *ACL) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Acl_resourceType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResourceType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v ResourceType) graphql.Marshaler {
+			return ec.marshalNResourceType2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐResourceType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Acl_resourceType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Acl", field, false, false, "ResourceType")
+}
+
+func (ec *executionContext) _Acl_name(ctx context.Context, field graphql.CollectedField, obj *ACL) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Acl_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Acl_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Acl", field, false, false, "String")
+}
+
+func (ec *executionContext) _Acl_pattern(ctx context.Context, field graphql.CollectedField, obj *ACL) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Acl_pattern(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pattern, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v PatternType) graphql.Marshaler {
+			return ec.marshalNPatternType2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPatternType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Acl_pattern(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Acl", field, false, false, "PatternType")
+}
+
+func (ec *executionContext) _Acl_operation(ctx context.Context, field graphql.CollectedField, obj *ACL) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Acl_operation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Operation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v Operation) graphql.Marshaler {
+			return ec.marshalNOperation2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐOperation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Acl_operation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Acl", field, false, false, "Operation")
+}
+
+func (ec *executionContext) _Acl_permission(ctx context.Context, field graphql.CollectedField, obj *ACL) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Acl_permission(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Permission, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v Permission) graphql.Marshaler {
+			return ec.marshalNPermission2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPermission(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Acl_permission(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Acl", field, false, false, "Permission")
+}
+
+func (ec *executionContext) _Acl_host(ctx context.Context, field graphql.CollectedField, obj *ACL) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Acl_host(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Host, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Acl_host(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Acl", field, false, false, "String")
+}
 
 func (ec *executionContext) _Assignment_topic(ctx context.Context, field graphql.CollectedField, obj *Assignment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -2450,6 +3211,358 @@ func (ec *executionContext) fieldContext_Mutation_ack(ctx context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createUser(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createUser(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateUser(ctx, fc.Args["name"].(string), fc.Args["password"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createUser(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createUser_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setPassword(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setPassword(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetPassword(ctx, fc.Args["name"].(string), fc.Args["password"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setPassword(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setPassword_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteUser(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteUser(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteUser(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteUser(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteUser_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createToken(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateToken(ctx, fc.Args["principal"].(*string), fc.Args["ttlMs"].(*int64), fc.Args["description"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *NewToken) graphql.Marshaler {
+			return ec.marshalNNewToken2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐNewToken(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NewToken(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createToken_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeToken(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeToken(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeToken(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeToken(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeToken_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createAcls(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createAcls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateAcls(ctx, fc.Args["acls"].([]*ACLInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createAcls(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createAcls_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteAcls(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteAcls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteAcls(ctx, fc.Args["filters"].([]*ACLInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteAcls(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteAcls_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setQuota(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setQuota(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetQuota(ctx, fc.Args["principal"].(string), fc.Args["produceBytesPerSecond"].(*int64), fc.Args["fetchBytesPerSecond"].(*int64), fc.Args["requestsPerSecond"].(*int64))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setQuota(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setQuota_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createTopic(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2534,6 +3647,61 @@ func (ec *executionContext) fieldContext_Mutation_deleteTopic(ctx context.Contex
 	if fc.Args, err = ec.field_Mutation_deleteTopic_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NewToken_token(ctx context.Context, field graphql.CollectedField, obj *NewToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NewToken_token(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Token, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NewToken_token(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NewToken", field, false, false, "String")
+}
+
+func (ec *executionContext) _NewToken_info(ctx context.Context, field graphql.CollectedField, obj *NewToken) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NewToken_info(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Info, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *Token) graphql.Marshaler {
+			return ec.marshalNToken2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐToken(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NewToken_info(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NewToken",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -2674,6 +3842,75 @@ func (ec *executionContext) _Partition_ringEvicted(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_Partition_ringEvicted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Partition", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _Principal_name(ctx context.Context, field graphql.CollectedField, obj *Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Principal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Principal_via(ctx context.Context, field graphql.CollectedField, obj *Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_via(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Via, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_via(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Principal", field, false, false, "String")
+}
+
+func (ec *executionContext) _Principal_authRequired(ctx context.Context, field graphql.CollectedField, obj *Principal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Principal_authRequired(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AuthRequired, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Principal_authRequired(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Principal", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Query_cluster(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -2828,6 +4065,178 @@ func (ec *executionContext) fieldContext_Query_records(ctx context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_whoami(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_whoami(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Whoami(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *Principal) graphql.Marshaler {
+			return ec.marshalNPrincipal2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPrincipal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_whoami(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Principal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_users(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_users(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Users(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*User) graphql.Marshaler {
+			return ec.marshalNUser2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐUserᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_users(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_tokens(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_tokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Tokens(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*Token) graphql.Marshaler {
+			return ec.marshalNToken2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐTokenᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_tokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Token(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_acls(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_acls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Acls(ctx, fc.Args["filter"].(*ACLInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ACL) graphql.Marshaler {
+			return ec.marshalNAcl2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_acls(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Acl(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_acls_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_quotas(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_quotas(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Quotas(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*Quota) graphql.Marshaler {
+			return ec.marshalNQuota2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐQuotaᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_quotas(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Quota(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_topics(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2978,6 +4387,98 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Quota_principal(ctx context.Context, field graphql.CollectedField, obj *Quota) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Quota_principal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Principal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Quota_principal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Quota", field, false, false, "String")
+}
+
+func (ec *executionContext) _Quota_produceBytesPerSecond(ctx context.Context, field graphql.CollectedField, obj *Quota) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Quota_produceBytesPerSecond(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProduceBytesPerSecond, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Quota_produceBytesPerSecond(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Quota", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _Quota_fetchBytesPerSecond(ctx context.Context, field graphql.CollectedField, obj *Quota) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Quota_fetchBytesPerSecond(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FetchBytesPerSecond, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Quota_fetchBytesPerSecond(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Quota", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _Quota_requestsPerSecond(ctx context.Context, field graphql.CollectedField, obj *Quota) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Quota_requestsPerSecond(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestsPerSecond, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Quota_requestsPerSecond(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Quota", field, false, false, "Int64")
 }
 
 func (ec *executionContext) _Record_partition(ctx context.Context, field graphql.CollectedField, obj *Record) (ret graphql.Marshaler) {
@@ -3644,6 +5145,121 @@ func (ec *executionContext) fieldContext_SubscriptionEvent_missed(_ context.Cont
 	return graphql.NewScalarFieldContext("SubscriptionEvent", field, false, false, "Int64")
 }
 
+func (ec *executionContext) _Token_id(ctx context.Context, field graphql.CollectedField, obj *Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "String")
+}
+
+func (ec *executionContext) _Token_principal(ctx context.Context, field graphql.CollectedField, obj *Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_principal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Principal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_principal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "String")
+}
+
+func (ec *executionContext) _Token_createdUnixMs(ctx context.Context, field graphql.CollectedField, obj *Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_createdUnixMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedUnixMs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_createdUnixMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _Token_expiresUnixMs(ctx context.Context, field graphql.CollectedField, obj *Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_expiresUnixMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresUnixMs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_expiresUnixMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _Token_description(ctx context.Context, field graphql.CollectedField, obj *Token) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Token_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Token_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Token", field, false, false, "String")
+}
+
 func (ec *executionContext) _Topic_name(ctx context.Context, field graphql.CollectedField, obj *Topic) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3890,6 +5506,52 @@ func (ec *executionContext) _TopicConfig_replicationFactor(ctx context.Context, 
 }
 func (ec *executionContext) fieldContext_TopicConfig_replicationFactor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TopicConfig", field, false, false, "Int")
+}
+
+func (ec *executionContext) _User_name(ctx context.Context, field graphql.CollectedField, obj *User) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_User_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_User_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("User", field, false, false, "String")
+}
+
+func (ec *executionContext) _User_mechanisms(ctx context.Context, field graphql.CollectedField, obj *User) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_User_mechanisms(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mechanisms, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_User_mechanisms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("User", field, false, false, "String")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -4965,6 +6627,90 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputAclInput(ctx context.Context, obj any) (ACLInput, error) {
+	var it ACLInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"principal", "resourceType", "name", "pattern", "operation", "permission", "host"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "principal":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("principal"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Principal = data
+		case "resourceType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("resourceType"))
+			data, err := ec.unmarshalOResourceType2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐResourceType(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ResourceType = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "pattern":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pattern"))
+			data, err := ec.unmarshalOPatternType2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPatternType(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pattern = data
+		case "operation":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("operation"))
+			data, err := ec.unmarshalOOperation2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐOperation(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Operation = data
+		case "permission":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("permission"))
+			data, err := ec.unmarshalOPermission2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPermission(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Permission = data
+		case "host":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("host"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Host = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAclInput unmarshals raw into the AclInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAclInput(ctx context.Context, raw any) (ACLInput, error) {
+	var out ACLInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AclInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputHeaderInput(ctx context.Context, obj any) (HeaderInput, error) {
 	var it HeaderInput
 	if obj == nil {
@@ -5449,6 +7195,69 @@ func UnmarshalTopicConfigInput(ctx context.Context, raw any) (TopicConfigInput, 
 
 // region    **************************** object.gotpl ****************************
 
+var aclImplementors = []string{"Acl"}
+
+func (ec *executionContext) _Acl(ctx context.Context, sel ast.SelectionSet, obj *ACL) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, aclImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Acl")
+		case "principal":
+			out.Values[i] = ec._Acl_principal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resourceType":
+			out.Values[i] = ec._Acl_resourceType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Acl_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pattern":
+			out.Values[i] = ec._Acl_pattern(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "operation":
+			out.Values[i] = ec._Acl_operation(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "permission":
+			out.Values[i] = ec._Acl_permission(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "host":
+			out.Values[i] = ec._Acl_host(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var assignmentImplementors = []string{"Assignment"}
 
 func (ec *executionContext) _Assignment(ctx context.Context, sel ast.SelectionSet, obj *Assignment) graphql.Marshaler {
@@ -5822,6 +7631,62 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createUser":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createUser(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setPassword":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setPassword(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteUser":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteUser(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createToken":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createToken(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeToken":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeToken(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createAcls":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createAcls(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteAcls":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteAcls(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setQuota":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setQuota(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createTopic":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createTopic(ctx, field)
@@ -5833,6 +7698,44 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteTopic(ctx, field)
 			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var newTokenImplementors = []string{"NewToken"}
+
+func (ec *executionContext) _NewToken(ctx context.Context, sel ast.SelectionSet, obj *NewToken) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, newTokenImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NewToken")
+		case "token":
+			out.Values[i] = ec._NewToken_token(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "info":
+			out.Values[i] = ec._NewToken_info(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -5911,6 +7814,49 @@ func (ec *executionContext) _Partition(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var principalImplementors = []string{"Principal"}
+
+func (ec *executionContext) _Principal(ctx context.Context, sel ast.SelectionSet, obj *Principal) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, principalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Principal")
+		case "name":
+			out.Values[i] = ec._Principal_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "via":
+			out.Values[i] = ec._Principal_via(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "authRequired":
+			out.Values[i] = ec._Principal_authRequired(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var queryImplementors = []string{"Query"}
 
 func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -5954,6 +7900,36 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_records(ctx, field)
 				})
+		case "whoami":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_whoami(ctx, field)
+				})
+		case "users":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_users(ctx, field)
+				})
+		case "tokens":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_tokens(ctx, field)
+				})
+		case "acls":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_acls(ctx, field)
+				})
+		case "quotas":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_quotas(ctx, field)
+				})
 		case "topics":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -5979,6 +7955,54 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			})
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var quotaImplementors = []string{"Quota"}
+
+func (ec *executionContext) _Quota(ctx context.Context, sel ast.SelectionSet, obj *Quota) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, quotaImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Quota")
+		case "principal":
+			out.Values[i] = ec._Quota_principal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "produceBytesPerSecond":
+			out.Values[i] = ec._Quota_produceBytesPerSecond(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "fetchBytesPerSecond":
+			out.Values[i] = ec._Quota_fetchBytesPerSecond(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestsPerSecond":
+			out.Values[i] = ec._Quota_requestsPerSecond(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -6282,6 +8306,59 @@ func (ec *executionContext) _SubscriptionEvent(ctx context.Context, sel ast.Sele
 	return out
 }
 
+var tokenImplementors = []string{"Token"}
+
+func (ec *executionContext) _Token(ctx context.Context, sel ast.SelectionSet, obj *Token) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Token")
+		case "id":
+			out.Values[i] = ec._Token_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "principal":
+			out.Values[i] = ec._Token_principal(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdUnixMs":
+			out.Values[i] = ec._Token_createdUnixMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresUnixMs":
+			out.Values[i] = ec._Token_expiresUnixMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._Token_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var topicImplementors = []string{"Topic"}
 
 func (ec *executionContext) _Topic(ctx context.Context, sel ast.SelectionSet, obj *Topic) graphql.Marshaler {
@@ -6368,6 +8445,44 @@ func (ec *executionContext) _TopicConfig(ctx context.Context, sel ast.SelectionS
 			}
 		case "replicationFactor":
 			out.Values[i] = ec._TopicConfig_replicationFactor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var userImplementors = []string{"User"}
+
+func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj *User) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, userImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("User")
+		case "name":
+			out.Values[i] = ec._User_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mechanisms":
+			out.Values[i] = ec._User_mechanisms(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -6760,6 +8875,49 @@ func (ec *executionContext) marshalNAckMode2githubᚗcomᚋhermesᚑmqᚋhermes�
 	return v
 }
 
+func (ec *executionContext) marshalNAcl2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLᚄ(ctx context.Context, sel ast.SelectionSet, v []*ACL) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAcl2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACL(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAcl2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACL(ctx context.Context, sel ast.SelectionSet, v *ACL) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Acl!")
+		return graphql.Null
+	}
+	return ec._Acl(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAclInput2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLInputᚄ(ctx context.Context, v any) ([]*ACLInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*ACLInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNAclInput2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNAclInput2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLInput(ctx context.Context, v any) (*ACLInput, error) {
+	res, err := ec.unmarshalInputAclInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNAssignment2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐAssignment(ctx context.Context, sel ast.SelectionSet, v *Assignment) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Assignment!")
@@ -6982,6 +9140,14 @@ func (ec *executionContext) marshalNInt642int64(ctx context.Context, sel ast.Sel
 	return res
 }
 
+func (ec *executionContext) marshalNNewToken2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐNewToken(ctx context.Context, sel ast.SelectionSet, v *NewToken) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "NewToken!")
+		return graphql.Null
+	}
+	return ec._NewToken(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNOffsetInput2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐOffsetInputᚄ(ctx context.Context, v any) ([]*OffsetInput, error) {
 	vSlice := graphql.CoerceList(v)
 	var err error
@@ -6999,6 +9165,16 @@ func (ec *executionContext) unmarshalNOffsetInput2ᚕᚖgithubᚗcomᚋhermesᚑ
 func (ec *executionContext) unmarshalNOffsetInput2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐOffsetInput(ctx context.Context, v any) (*OffsetInput, error) {
 	res, err := ec.unmarshalInputOffsetInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNOperation2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐOperation(ctx context.Context, v any) (Operation, error) {
+	var res Operation
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNOperation2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐOperation(ctx context.Context, sel ast.SelectionSet, v Operation) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNPartition2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPartitionᚄ(ctx context.Context, sel ast.SelectionSet, v []*Partition) graphql.Marshaler {
@@ -7042,6 +9218,58 @@ func (ec *executionContext) unmarshalNPartitionOffsetInput2ᚕᚖgithubᚗcomᚋ
 func (ec *executionContext) unmarshalNPartitionOffsetInput2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPartitionOffsetInput(ctx context.Context, v any) (*PartitionOffsetInput, error) {
 	res, err := ec.unmarshalInputPartitionOffsetInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNPatternType2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPatternType(ctx context.Context, v any) (PatternType, error) {
+	var res PatternType
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPatternType2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPatternType(ctx context.Context, sel ast.SelectionSet, v PatternType) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNPermission2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPermission(ctx context.Context, v any) (Permission, error) {
+	var res Permission
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPermission2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPermission(ctx context.Context, sel ast.SelectionSet, v Permission) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNPrincipal2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPrincipal(ctx context.Context, sel ast.SelectionSet, v *Principal) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Principal!")
+		return graphql.Null
+	}
+	return ec._Principal(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNQuota2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐQuotaᚄ(ctx context.Context, sel ast.SelectionSet, v []*Quota) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNQuota2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐQuota(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNQuota2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐQuota(ctx context.Context, sel ast.SelectionSet, v *Quota) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Quota!")
+		return graphql.Null
+	}
+	return ec._Quota(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRecord2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐRecordᚄ(ctx context.Context, sel ast.SelectionSet, v []*Record) graphql.Marshaler {
@@ -7124,6 +9352,16 @@ func (ec *executionContext) marshalNRecordPage2ᚖgithubᚗcomᚋhermesᚑmqᚋh
 	return ec._RecordPage(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNResourceType2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐResourceType(ctx context.Context, v any) (ResourceType, error) {
+	var res ResourceType
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNResourceType2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐResourceType(ctx context.Context, sel ast.SelectionSet, v ResourceType) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -7189,6 +9427,30 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 	return res
 }
 
+func (ec *executionContext) marshalNToken2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐTokenᚄ(ctx context.Context, sel ast.SelectionSet, v []*Token) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNToken2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐToken(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNToken2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐToken(ctx context.Context, sel ast.SelectionSet, v *Token) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Token!")
+		return graphql.Null
+	}
+	return ec._Token(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNTopic2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐTopicᚄ(ctx context.Context, sel ast.SelectionSet, v []*Topic) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -7219,6 +9481,30 @@ func (ec *executionContext) marshalNTopicConfig2ᚖgithubᚗcomᚋhermesᚑmqᚋ
 		return graphql.Null
 	}
 	return ec._TopicConfig(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNUser2ᚕᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐUserᚄ(ctx context.Context, sel ast.SelectionSet, v []*User) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNUser2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐUser(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNUser2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐUser(ctx context.Context, sel ast.SelectionSet, v *User) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "User!")
+		return graphql.Null
+	}
+	return ec._User(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -7361,6 +9647,14 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 		graphql.AddInvalidNullFromMarshaler(ctx, "__TypeKind!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalOAclInput2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐACLInput(ctx context.Context, v any) (*ACLInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputAclInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOAssignment2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐAssignment(ctx context.Context, sel ast.SelectionSet, v *Assignment) graphql.Marshaler {
@@ -7511,11 +9805,75 @@ func (ec *executionContext) marshalOInt642ᚖint64(ctx context.Context, sel ast.
 	return res
 }
 
+func (ec *executionContext) unmarshalOOperation2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐOperation(ctx context.Context, v any) (*Operation, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(Operation)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOOperation2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐOperation(ctx context.Context, sel ast.SelectionSet, v *Operation) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOPatternType2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPatternType(ctx context.Context, v any) (*PatternType, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(PatternType)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOPatternType2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPatternType(ctx context.Context, sel ast.SelectionSet, v *PatternType) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOPermission2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPermission(ctx context.Context, v any) (*Permission, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(Permission)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOPermission2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐPermission(ctx context.Context, sel ast.SelectionSet, v *Permission) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) marshalORecord2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐRecord(ctx context.Context, sel ast.SelectionSet, v *Record) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._Record(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOResourceType2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐResourceType(ctx context.Context, v any) (*ResourceType, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(ResourceType)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOResourceType2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐResourceType(ctx context.Context, sel ast.SelectionSet, v *ResourceType) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOStartPosition2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐStartPosition(ctx context.Context, v any) (*StartPosition, error) {

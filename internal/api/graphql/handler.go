@@ -10,7 +10,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/99designs/gqlgen/graphql/playground"
@@ -87,7 +86,7 @@ func newHandler(b broker.API, log *slog.Logger, o handlerOptions) http.Handler {
 	srv.AddTransport(post)
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](queryCacheSize))
 	srv.SetParserTokenLimit(maxQueryTokens)
-	srv.Use(extension.Introspection{})
+	srv.Use(introspectionGuard{b})
 	srv.Use(oneStream{})
 	srv.Use(newLimits())
 	srv.AroundOperations(withStreamEnd)
@@ -103,3 +102,52 @@ func newHandler(b broker.API, log *slog.Logger, o handlerOptions) http.Handler {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// introspectionGuard allows introspection to everyone when the node does
+// not require authentication, else to principals that may describe the
+// cluster (the schema tells an attacker what to try).
+type introspectionGuard struct{ b broker.API }
+
+func (introspectionGuard) ExtensionName() string                   { return "Introspection" }
+func (introspectionGuard) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (g introspectionGuard) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	oc.DisableIntrospection = g.b.AuthRequired() && introspects(oc.Doc) &&
+		g.b.Authorize(ctx, broker.ActionDescribe, broker.Resource{Kind: broker.ResourceCluster}) != nil
+	return nil
+}
+
+// introspects reports whether a document asks for __schema or __type
+// (__typename is not introspection).
+func introspects(doc *ast.QueryDocument) bool {
+	if doc == nil {
+		return false
+	}
+	var walk func(ast.SelectionSet) bool
+	walk = func(set ast.SelectionSet) bool {
+		for _, sel := range set {
+			switch s := sel.(type) {
+			case *ast.Field:
+				if s.Name == "__schema" || s.Name == "__type" || walk(s.SelectionSet) {
+					return true
+				}
+			case *ast.InlineFragment:
+				if walk(s.SelectionSet) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, op := range doc.Operations {
+		if walk(op.SelectionSet) {
+			return true
+		}
+	}
+	for _, f := range doc.Fragments {
+		if walk(f.SelectionSet) {
+			return true
+		}
+	}
+	return false
+}

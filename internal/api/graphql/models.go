@@ -10,6 +10,27 @@ import (
 	"time"
 )
 
+type ACL struct {
+	Principal    string       `json:"principal"`
+	ResourceType ResourceType `json:"resourceType"`
+	Name         string       `json:"name"`
+	Pattern      PatternType  `json:"pattern"`
+	Operation    Operation    `json:"operation"`
+	Permission   Permission   `json:"permission"`
+	Host         string       `json:"host"`
+}
+
+// An ACL to add (principal, resourceType, operation and permission required; name too, but for the cluster), or a filter (absent fields match anything).
+type ACLInput struct {
+	Principal    *string       `json:"principal,omitempty"`
+	ResourceType *ResourceType `json:"resourceType,omitempty"`
+	Name         *string       `json:"name,omitempty"`
+	Pattern      *PatternType  `json:"pattern,omitempty"`
+	Operation    *Operation    `json:"operation,omitempty"`
+	Permission   *Permission   `json:"permission,omitempty"`
+	Host         *string       `json:"host,omitempty"`
+}
+
 type Assignment struct {
 	Topic      string  `json:"topic"`
 	Partitions []int32 `json:"partitions"`
@@ -52,6 +73,11 @@ type HeaderInput struct {
 	ValueBase64 *string `json:"valueBase64,omitempty"`
 }
 
+type NewToken struct {
+	Token string `json:"token"`
+	Info  *Token `json:"info"`
+}
+
 type OffsetInput struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
@@ -74,6 +100,21 @@ type Partition struct {
 type PartitionOffsetInput struct {
 	Partition int32 `json:"partition"`
 	Offset    int64 `json:"offset"`
+}
+
+type Principal struct {
+	// Empty when anonymous.
+	Name string `json:"name"`
+	// password, token or certificate (empty when anonymous).
+	Via          string `json:"via"`
+	AuthRequired bool   `json:"authRequired"`
+}
+
+type Quota struct {
+	Principal             string `json:"principal"`
+	ProduceBytesPerSecond int64  `json:"produceBytesPerSecond"`
+	FetchBytesPerSecond   int64  `json:"fetchBytesPerSecond"`
+	RequestsPerSecond     int64  `json:"requestsPerSecond"`
 }
 
 // Where one published record went.
@@ -141,6 +182,15 @@ type SubscriptionEvent struct {
 	Missed *int64 `json:"missed,omitempty"`
 }
 
+type Token struct {
+	ID            string `json:"id"`
+	Principal     string `json:"principal"`
+	CreatedUnixMs int64  `json:"createdUnixMs"`
+	// 0: never.
+	ExpiresUnixMs int64  `json:"expiresUnixMs"`
+	Description   string `json:"description"`
+}
+
 type Topic struct {
 	Name       string       `json:"name"`
 	Config     *TopicConfig `json:"config"`
@@ -170,6 +220,11 @@ type TopicConfigInput struct {
 	SegmentBytes    *int64        `json:"segmentBytes,omitempty"`
 	// Replicas of each partition (default: the cluster's, at most its nodes).
 	ReplicationFactor *int32 `json:"replicationFactor,omitempty"`
+}
+
+type User struct {
+	Name       string   `json:"name"`
+	Mechanisms []string `json:"mechanisms"`
 }
 
 // How a group member records progress.
@@ -289,6 +344,240 @@ func (e *DeliveryMode) UnmarshalJSON(b []byte) error {
 }
 
 func (e DeliveryMode) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type Operation string
+
+const (
+	OperationRead     Operation = "READ"
+	OperationWrite    Operation = "WRITE"
+	OperationCreate   Operation = "CREATE"
+	OperationDelete   Operation = "DELETE"
+	OperationAlter    Operation = "ALTER"
+	OperationDescribe Operation = "DESCRIBE"
+	OperationAll      Operation = "ALL"
+)
+
+var AllOperation = []Operation{
+	OperationRead,
+	OperationWrite,
+	OperationCreate,
+	OperationDelete,
+	OperationAlter,
+	OperationDescribe,
+	OperationAll,
+}
+
+func (e Operation) IsValid() bool {
+	switch e {
+	case OperationRead, OperationWrite, OperationCreate, OperationDelete, OperationAlter, OperationDescribe, OperationAll:
+		return true
+	}
+	return false
+}
+
+func (e Operation) String() string {
+	return string(e)
+}
+
+func (e *Operation) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Operation(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Operation", str)
+	}
+	return nil
+}
+
+func (e Operation) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Operation) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Operation) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type PatternType string
+
+const (
+	PatternTypeLiteral PatternType = "LITERAL"
+	PatternTypePrefix  PatternType = "PREFIX"
+)
+
+var AllPatternType = []PatternType{
+	PatternTypeLiteral,
+	PatternTypePrefix,
+}
+
+func (e PatternType) IsValid() bool {
+	switch e {
+	case PatternTypeLiteral, PatternTypePrefix:
+		return true
+	}
+	return false
+}
+
+func (e PatternType) String() string {
+	return string(e)
+}
+
+func (e *PatternType) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PatternType(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PatternType", str)
+	}
+	return nil
+}
+
+func (e PatternType) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PatternType) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PatternType) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type Permission string
+
+const (
+	PermissionAllow Permission = "ALLOW"
+	PermissionDeny  Permission = "DENY"
+)
+
+var AllPermission = []Permission{
+	PermissionAllow,
+	PermissionDeny,
+}
+
+func (e Permission) IsValid() bool {
+	switch e {
+	case PermissionAllow, PermissionDeny:
+		return true
+	}
+	return false
+}
+
+func (e Permission) String() string {
+	return string(e)
+}
+
+func (e *Permission) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Permission(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Permission", str)
+	}
+	return nil
+}
+
+func (e Permission) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Permission) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Permission) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type ResourceType string
+
+const (
+	ResourceTypeTopic           ResourceType = "TOPIC"
+	ResourceTypeGroup           ResourceType = "GROUP"
+	ResourceTypeCluster         ResourceType = "CLUSTER"
+	ResourceTypeTransactionalID ResourceType = "TRANSACTIONAL_ID"
+)
+
+var AllResourceType = []ResourceType{
+	ResourceTypeTopic,
+	ResourceTypeGroup,
+	ResourceTypeCluster,
+	ResourceTypeTransactionalID,
+}
+
+func (e ResourceType) IsValid() bool {
+	switch e {
+	case ResourceTypeTopic, ResourceTypeGroup, ResourceTypeCluster, ResourceTypeTransactionalID:
+		return true
+	}
+	return false
+}
+
+func (e ResourceType) String() string {
+	return string(e)
+}
+
+func (e *ResourceType) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ResourceType(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ResourceType", str)
+	}
+	return nil
+}
+
+func (e ResourceType) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ResourceType) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ResourceType) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

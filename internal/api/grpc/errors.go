@@ -32,6 +32,9 @@ var errorKinds = []struct {
 	{broker.ErrUnknownMember, codes.FailedPrecondition, pb.ErrorCode_ERROR_CODE_UNKNOWN_MEMBER},
 	{broker.ErrGroupNotEmpty, codes.FailedPrecondition, pb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY},
 	{broker.ErrPermissionDenied, codes.PermissionDenied, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
+	{broker.ErrUnauthenticated, codes.Unauthenticated, pb.ErrorCode_ERROR_CODE_UNAUTHENTICATED},
+	{broker.ErrAlreadyExists, codes.AlreadyExists, pb.ErrorCode_ERROR_CODE_ALREADY_EXISTS},
+	{broker.ErrNotFound, codes.NotFound, pb.ErrorCode_ERROR_CODE_NOT_FOUND},
 	{broker.ErrUnavailable, codes.Unavailable, pb.ErrorCode_ERROR_CODE_UNAVAILABLE},
 }
 

@@ -38,6 +38,8 @@ type Fake struct {
 	// Errs, by method name, is returned by that method instead of doing
 	// anything. Set it before the adapter runs.
 	Errs map[string]error
+	// security is the access-control state (security.go).
+	security *fakeSec
 }
 
 // tp names a partition of a topic.

@@ -40,6 +40,13 @@ type Command struct {
 	//	*Command_RemoveMember
 	//	*Command_ReassignPartitions
 	//	*Command_CompleteReassignment
+	//	*Command_PutUser
+	//	*Command_DeleteUser
+	//	*Command_PutToken
+	//	*Command_RevokeToken
+	//	*Command_AddAcls
+	//	*Command_RemoveAcls
+	//	*Command_SetQuota
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -179,6 +186,69 @@ func (x *Command) GetCompleteReassignment() *CompleteReassignment {
 	return nil
 }
 
+func (x *Command) GetPutUser() *PutUser {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_PutUser); ok {
+			return x.PutUser
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteUser() *DeleteUser {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteUser); ok {
+			return x.DeleteUser
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutToken() *PutToken {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_PutToken); ok {
+			return x.PutToken
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRevokeToken() *RevokeToken {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_RevokeToken); ok {
+			return x.RevokeToken
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAddAcls() *AddAcls {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_AddAcls); ok {
+			return x.AddAcls
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRemoveAcls() *RemoveAcls {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_RemoveAcls); ok {
+			return x.RemoveAcls
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetQuota() *SetQuota {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_SetQuota); ok {
+			return x.SetQuota
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -230,6 +300,35 @@ type Command_CompleteReassignment struct {
 	CompleteReassignment *CompleteReassignment `protobuf:"bytes,11,opt,name=complete_reassignment,json=completeReassignment,proto3,oneof"`
 }
 
+type Command_PutUser struct {
+	// Access control: users, API tokens, ACLs, quotas.
+	PutUser *PutUser `protobuf:"bytes,12,opt,name=put_user,json=putUser,proto3,oneof"`
+}
+
+type Command_DeleteUser struct {
+	DeleteUser *DeleteUser `protobuf:"bytes,13,opt,name=delete_user,json=deleteUser,proto3,oneof"`
+}
+
+type Command_PutToken struct {
+	PutToken *PutToken `protobuf:"bytes,14,opt,name=put_token,json=putToken,proto3,oneof"`
+}
+
+type Command_RevokeToken struct {
+	RevokeToken *RevokeToken `protobuf:"bytes,15,opt,name=revoke_token,json=revokeToken,proto3,oneof"`
+}
+
+type Command_AddAcls struct {
+	AddAcls *AddAcls `protobuf:"bytes,16,opt,name=add_acls,json=addAcls,proto3,oneof"`
+}
+
+type Command_RemoveAcls struct {
+	RemoveAcls *RemoveAcls `protobuf:"bytes,17,opt,name=remove_acls,json=removeAcls,proto3,oneof"`
+}
+
+type Command_SetQuota struct {
+	SetQuota *SetQuota `protobuf:"bytes,18,opt,name=set_quota,json=setQuota,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
@@ -250,6 +349,648 @@ func (*Command_ReassignPartitions) isCommand_Kind() {}
 
 func (*Command_CompleteReassignment) isCommand_Kind() {}
 
+func (*Command_PutUser) isCommand_Kind() {}
+
+func (*Command_DeleteUser) isCommand_Kind() {}
+
+func (*Command_PutToken) isCommand_Kind() {}
+
+func (*Command_RevokeToken) isCommand_Kind() {}
+
+func (*Command_AddAcls) isCommand_Kind() {}
+
+func (*Command_RemoveAcls) isCommand_Kind() {}
+
+func (*Command_SetQuota) isCommand_Kind() {}
+
+// PutUser creates a user or replaces its credentials (create: only if it
+// does not exist; else only if it does).
+type PutUser struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Credentials   []*ScramCredential     `protobuf:"bytes,2,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	Create        bool                   `protobuf:"varint,3,opt,name=create,proto3" json:"create,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutUser) Reset() {
+	*x = PutUser{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutUser) ProtoMessage() {}
+
+func (x *PutUser) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutUser.ProtoReflect.Descriptor instead.
+func (*PutUser) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PutUser) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PutUser) GetCredentials() []*ScramCredential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+func (x *PutUser) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+// ScramCredential is what is kept of a password for one SCRAM mechanism
+// (RFC 5802): never the password.
+type ScramCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mechanism     string                 `protobuf:"bytes,1,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	Salt          []byte                 `protobuf:"bytes,2,opt,name=salt,proto3" json:"salt,omitempty"`
+	Iterations    int32                  `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	StoredKey     []byte                 `protobuf:"bytes,4,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
+	ServerKey     []byte                 `protobuf:"bytes,5,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredential) Reset() {
+	*x = ScramCredential{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredential) ProtoMessage() {}
+
+func (x *ScramCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredential.ProtoReflect.Descriptor instead.
+func (*ScramCredential) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ScramCredential) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *ScramCredential) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *ScramCredential) GetStoredKey() []byte {
+	if x != nil {
+		return x.StoredKey
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetServerKey() []byte {
+	if x != nil {
+		return x.ServerKey
+	}
+	return nil
+}
+
+// DeleteUser removes a user and revokes its tokens.
+type DeleteUser struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUser) Reset() {
+	*x = DeleteUser{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUser) ProtoMessage() {}
+
+func (x *DeleteUser) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUser.ProtoReflect.Descriptor instead.
+func (*DeleteUser) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DeleteUser) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// PutToken records an API token (its secret's SHA-256 only).
+type PutToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Principal     string                 `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	SecretSha256  []byte                 `protobuf:"bytes,3,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	CreatedUnixMs int64                  `protobuf:"varint,4,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	ExpiresUnixMs int64                  `protobuf:"varint,5,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"` // 0: never
+	Description   string                 `protobuf:"bytes,6,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutToken) Reset() {
+	*x = PutToken{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutToken) ProtoMessage() {}
+
+func (x *PutToken) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutToken.ProtoReflect.Descriptor instead.
+func (*PutToken) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PutToken) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PutToken) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *PutToken) GetSecretSha256() []byte {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
+func (x *PutToken) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *PutToken) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *PutToken) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+type RevokeToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeToken) Reset() {
+	*x = RevokeToken{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeToken) ProtoMessage() {}
+
+func (x *RevokeToken) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeToken.ProtoReflect.Descriptor instead.
+func (*RevokeToken) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RevokeToken) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// Acl allows or denies a principal an operation on resources.
+type Acl struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`                            // a name, or "*"
+	ResourceType  int32                  `protobuf:"varint,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"` // auth.ResourceKind
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`                                      // literal name, "*", or prefix
+	Prefix        bool                   `protobuf:"varint,4,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Operation     int32                  `protobuf:"varint,5,opt,name=operation,proto3" json:"operation,omitempty"` // auth.Action
+	Deny          bool                   `protobuf:"varint,6,opt,name=deny,proto3" json:"deny,omitempty"`
+	Host          string                 `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"` // "" or "*": any
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Acl) Reset() {
+	*x = Acl{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Acl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Acl) ProtoMessage() {}
+
+func (x *Acl) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Acl.ProtoReflect.Descriptor instead.
+func (*Acl) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Acl) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Acl) GetResourceType() int32 {
+	if x != nil {
+		return x.ResourceType
+	}
+	return 0
+}
+
+func (x *Acl) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Acl) GetPrefix() bool {
+	if x != nil {
+		return x.Prefix
+	}
+	return false
+}
+
+func (x *Acl) GetOperation() int32 {
+	if x != nil {
+		return x.Operation
+	}
+	return 0
+}
+
+func (x *Acl) GetDeny() bool {
+	if x != nil {
+		return x.Deny
+	}
+	return false
+}
+
+func (x *Acl) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+type AddAcls struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*Acl                 `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddAcls) Reset() {
+	*x = AddAcls{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddAcls) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddAcls) ProtoMessage() {}
+
+func (x *AddAcls) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddAcls.ProtoReflect.Descriptor instead.
+func (*AddAcls) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AddAcls) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// RemoveAcls removes every ACL one of the filters matches (a filter's
+// zero fields match anything; pattern_set/permission_set say whether
+// prefix/deny count).
+type RemoveAcls struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filters       []*AclFilter           `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveAcls) Reset() {
+	*x = RemoveAcls{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveAcls) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveAcls) ProtoMessage() {}
+
+func (x *RemoveAcls) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveAcls.ProtoReflect.Descriptor instead.
+func (*RemoveAcls) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RemoveAcls) GetFilters() []*AclFilter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+type AclFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acl           *Acl                   `protobuf:"bytes,1,opt,name=acl,proto3" json:"acl,omitempty"`
+	PatternSet    bool                   `protobuf:"varint,2,opt,name=pattern_set,json=patternSet,proto3" json:"pattern_set,omitempty"`
+	PermissionSet bool                   `protobuf:"varint,3,opt,name=permission_set,json=permissionSet,proto3" json:"permission_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilter) Reset() {
+	*x = AclFilter{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilter) ProtoMessage() {}
+
+func (x *AclFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
+func (*AclFilter) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AclFilter) GetAcl() *Acl {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
+}
+
+func (x *AclFilter) GetPatternSet() bool {
+	if x != nil {
+		return x.PatternSet
+	}
+	return false
+}
+
+func (x *AclFilter) GetPermissionSet() bool {
+	if x != nil {
+		return x.PermissionSet
+	}
+	return false
+}
+
+// SetQuota sets (or, all zero, removes) a principal's quota; "*" is the
+// quota of principals without their own.
+type SetQuota struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Principal             string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ProduceBytesPerSecond int64                  `protobuf:"varint,2,opt,name=produce_bytes_per_second,json=produceBytesPerSecond,proto3" json:"produce_bytes_per_second,omitempty"`
+	FetchBytesPerSecond   int64                  `protobuf:"varint,3,opt,name=fetch_bytes_per_second,json=fetchBytesPerSecond,proto3" json:"fetch_bytes_per_second,omitempty"`
+	RequestsPerSecond     int64                  `protobuf:"varint,4,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *SetQuota) Reset() {
+	*x = SetQuota{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuota) ProtoMessage() {}
+
+func (x *SetQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuota.ProtoReflect.Descriptor instead.
+func (*SetQuota) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetQuota) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *SetQuota) GetProduceBytesPerSecond() int64 {
+	if x != nil {
+		return x.ProduceBytesPerSecond
+	}
+	return 0
+}
+
+func (x *SetQuota) GetFetchBytesPerSecond() int64 {
+	if x != nil {
+		return x.FetchBytesPerSecond
+	}
+	return 0
+}
+
+func (x *SetQuota) GetRequestsPerSecond() int64 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
 type Reassignment struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -261,7 +1002,7 @@ type Reassignment struct {
 
 func (x *Reassignment) Reset() {
 	*x = Reassignment{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +1014,7 @@ func (x *Reassignment) String() string {
 func (*Reassignment) ProtoMessage() {}
 
 func (x *Reassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +1027,7 @@ func (x *Reassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reassignment.ProtoReflect.Descriptor instead.
 func (*Reassignment) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{1}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Reassignment) GetTopic() string {
@@ -322,7 +1063,7 @@ type ReassignPartitions struct {
 
 func (x *ReassignPartitions) Reset() {
 	*x = ReassignPartitions{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +1075,7 @@ func (x *ReassignPartitions) String() string {
 func (*ReassignPartitions) ProtoMessage() {}
 
 func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +1088,7 @@ func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitions.ProtoReflect.Descriptor instead.
 func (*ReassignPartitions) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{2}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReassignPartitions) GetMoves() []*Reassignment {
@@ -376,7 +1117,7 @@ type CompleteReassignment struct {
 
 func (x *CompleteReassignment) Reset() {
 	*x = CompleteReassignment{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +1129,7 @@ func (x *CompleteReassignment) String() string {
 func (*CompleteReassignment) ProtoMessage() {}
 
 func (x *CompleteReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +1142,7 @@ func (x *CompleteReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteReassignment.ProtoReflect.Descriptor instead.
 func (*CompleteReassignment) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{3}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompleteReassignment) GetTopic() string {
@@ -434,7 +1175,7 @@ type DeregisterNode struct {
 
 func (x *DeregisterNode) Reset() {
 	*x = DeregisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +1187,7 @@ func (x *DeregisterNode) String() string {
 func (*DeregisterNode) ProtoMessage() {}
 
 func (x *DeregisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +1200,7 @@ func (x *DeregisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterNode.ProtoReflect.Descriptor instead.
 func (*DeregisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{4}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeregisterNode) GetId() uint64 {
@@ -479,7 +1220,7 @@ type AddMember struct {
 
 func (x *AddMember) Reset() {
 	*x = AddMember{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +1232,7 @@ func (x *AddMember) String() string {
 func (*AddMember) ProtoMessage() {}
 
 func (x *AddMember) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +1245,7 @@ func (x *AddMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMember.ProtoReflect.Descriptor instead.
 func (*AddMember) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AddMember) GetId() uint64 {
@@ -530,7 +1271,7 @@ type RemoveMember struct {
 
 func (x *RemoveMember) Reset() {
 	*x = RemoveMember{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +1283,7 @@ func (x *RemoveMember) String() string {
 func (*RemoveMember) ProtoMessage() {}
 
 func (x *RemoveMember) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +1296,7 @@ func (x *RemoveMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMember.ProtoReflect.Descriptor instead.
 func (*RemoveMember) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveMember) GetId() uint64 {
@@ -581,7 +1322,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +1334,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +1347,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TopicConfig) GetPartitions() int32 {
@@ -675,7 +1416,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +1428,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +1441,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -733,7 +1474,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +1486,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +1499,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -780,7 +1521,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1533,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1546,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterNode) GetId() uint64 {
@@ -848,7 +1589,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1601,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1614,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{11}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -901,7 +1642,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1654,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1667,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{12}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -958,7 +1699,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1711,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1724,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{13}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 // Snapshot is the whole metadata state, for a node that joins late.
@@ -992,13 +1733,17 @@ type Snapshot struct {
 	Nodes         []*RegisterNode        `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Topics        []*TopicState          `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
 	Groups        []*CommitOffsets       `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"`
+	Users         []*PutUser             `protobuf:"bytes,4,rep,name=users,proto3" json:"users,omitempty"`
+	Tokens        []*PutToken            `protobuf:"bytes,5,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	Acls          []*Acl                 `protobuf:"bytes,6,rep,name=acls,proto3" json:"acls,omitempty"`
+	Quotas        []*SetQuota            `protobuf:"bytes,7,rep,name=quotas,proto3" json:"quotas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1755,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1768,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{14}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -1047,6 +1792,34 @@ func (x *Snapshot) GetGroups() []*CommitOffsets {
 	return nil
 }
 
+func (x *Snapshot) GetUsers() []*PutUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *Snapshot) GetTokens() []*PutToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *Snapshot) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+func (x *Snapshot) GetQuotas() []*SetQuota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
 type TopicState struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1060,7 +1833,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1845,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1858,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{15}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopicState) GetName() string {
@@ -1128,7 +1901,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1913,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1926,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{16}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -1174,7 +1947,8 @@ var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xdf\x06\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xd1\n" +
+	"\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
@@ -1188,8 +1962,66 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\rremove_member\x18\t \x01(\v2(.hermes.internal.cluster.v1.RemoveMemberH\x00R\fremoveMember\x12a\n" +
 	"\x13reassign_partitions\x18\n" +
 	" \x01(\v2..hermes.internal.cluster.v1.ReassignPartitionsH\x00R\x12reassignPartitions\x12g\n" +
-	"\x15complete_reassignment\x18\v \x01(\v20.hermes.internal.cluster.v1.CompleteReassignmentH\x00R\x14completeReassignmentB\x06\n" +
-	"\x04kind\"Z\n" +
+	"\x15complete_reassignment\x18\v \x01(\v20.hermes.internal.cluster.v1.CompleteReassignmentH\x00R\x14completeReassignment\x12@\n" +
+	"\bput_user\x18\f \x01(\v2#.hermes.internal.cluster.v1.PutUserH\x00R\aputUser\x12I\n" +
+	"\vdelete_user\x18\r \x01(\v2&.hermes.internal.cluster.v1.DeleteUserH\x00R\n" +
+	"deleteUser\x12C\n" +
+	"\tput_token\x18\x0e \x01(\v2$.hermes.internal.cluster.v1.PutTokenH\x00R\bputToken\x12L\n" +
+	"\frevoke_token\x18\x0f \x01(\v2'.hermes.internal.cluster.v1.RevokeTokenH\x00R\vrevokeToken\x12@\n" +
+	"\badd_acls\x18\x10 \x01(\v2#.hermes.internal.cluster.v1.AddAclsH\x00R\aaddAcls\x12I\n" +
+	"\vremove_acls\x18\x11 \x01(\v2&.hermes.internal.cluster.v1.RemoveAclsH\x00R\n" +
+	"removeAcls\x12C\n" +
+	"\tset_quota\x18\x12 \x01(\v2$.hermes.internal.cluster.v1.SetQuotaH\x00R\bsetQuotaB\x06\n" +
+	"\x04kind\"\x84\x01\n" +
+	"\aPutUser\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12M\n" +
+	"\vcredentials\x18\x02 \x03(\v2+.hermes.internal.cluster.v1.ScramCredentialR\vcredentials\x12\x16\n" +
+	"\x06create\x18\x03 \x01(\bR\x06create\"\xa1\x01\n" +
+	"\x0fScramCredential\x12\x1c\n" +
+	"\tmechanism\x18\x01 \x01(\tR\tmechanism\x12\x12\n" +
+	"\x04salt\x18\x02 \x01(\fR\x04salt\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x03 \x01(\x05R\n" +
+	"iterations\x12\x1d\n" +
+	"\n" +
+	"stored_key\x18\x04 \x01(\fR\tstoredKey\x12\x1d\n" +
+	"\n" +
+	"server_key\x18\x05 \x01(\fR\tserverKey\" \n" +
+	"\n" +
+	"DeleteUser\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xcf\x01\n" +
+	"\bPutToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12#\n" +
+	"\rsecret_sha256\x18\x03 \x01(\fR\fsecretSha256\x12&\n" +
+	"\x0fcreated_unix_ms\x18\x04 \x01(\x03R\rcreatedUnixMs\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\x12 \n" +
+	"\vdescription\x18\x06 \x01(\tR\vdescription\"\x1d\n" +
+	"\vRevokeToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xba\x01\n" +
+	"\x03Acl\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\x05R\fresourceType\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
+	"\x06prefix\x18\x04 \x01(\bR\x06prefix\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\x05R\toperation\x12\x12\n" +
+	"\x04deny\x18\x06 \x01(\bR\x04deny\x12\x12\n" +
+	"\x04host\x18\a \x01(\tR\x04host\">\n" +
+	"\aAddAcls\x123\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1f.hermes.internal.cluster.v1.AclR\x04acls\"M\n" +
+	"\n" +
+	"RemoveAcls\x12?\n" +
+	"\afilters\x18\x01 \x03(\v2%.hermes.internal.cluster.v1.AclFilterR\afilters\"\x86\x01\n" +
+	"\tAclFilter\x121\n" +
+	"\x03acl\x18\x01 \x01(\v2\x1f.hermes.internal.cluster.v1.AclR\x03acl\x12\x1f\n" +
+	"\vpattern_set\x18\x02 \x01(\bR\n" +
+	"patternSet\x12%\n" +
+	"\x0epermission_set\x18\x03 \x01(\bR\rpermissionSet\"\xc6\x01\n" +
+	"\bSetQuota\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
+	"\x18produce_bytes_per_second\x18\x02 \x01(\x03R\x15produceBytesPerSecond\x123\n" +
+	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\x12.\n" +
+	"\x13requests_per_second\x18\x04 \x01(\x03R\x11requestsPerSecond\"Z\n" +
 	"\fReassignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1236,11 +2068,15 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\"\t\n" +
-	"\aBarrier\"\xcd\x01\n" +
+	"\aBarrier\"\xb9\x03\n" +
 	"\bSnapshot\x12>\n" +
 	"\x05nodes\x18\x01 \x03(\v2(.hermes.internal.cluster.v1.RegisterNodeR\x05nodes\x12>\n" +
 	"\x06topics\x18\x02 \x03(\v2&.hermes.internal.cluster.v1.TopicStateR\x06topics\x12A\n" +
-	"\x06groups\x18\x03 \x03(\v2).hermes.internal.cluster.v1.CommitOffsetsR\x06groups\"\xbd\x01\n" +
+	"\x06groups\x18\x03 \x03(\v2).hermes.internal.cluster.v1.CommitOffsetsR\x06groups\x129\n" +
+	"\x05users\x18\x04 \x03(\v2#.hermes.internal.cluster.v1.PutUserR\x05users\x12<\n" +
+	"\x06tokens\x18\x05 \x03(\v2$.hermes.internal.cluster.v1.PutTokenR\x06tokens\x123\n" +
+	"\x04acls\x18\x06 \x03(\v2\x1f.hermes.internal.cluster.v1.AclR\x04acls\x12<\n" +
+	"\x06quotas\x18\a \x03(\v2$.hermes.internal.cluster.v1.SetQuotaR\x06quotas\"\xbd\x01\n" +
 	"\n" +
 	"TopicState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
@@ -1265,50 +2101,75 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*Command)(nil),              // 0: hermes.internal.cluster.v1.Command
-	(*Reassignment)(nil),         // 1: hermes.internal.cluster.v1.Reassignment
-	(*ReassignPartitions)(nil),   // 2: hermes.internal.cluster.v1.ReassignPartitions
-	(*CompleteReassignment)(nil), // 3: hermes.internal.cluster.v1.CompleteReassignment
-	(*DeregisterNode)(nil),       // 4: hermes.internal.cluster.v1.DeregisterNode
-	(*AddMember)(nil),            // 5: hermes.internal.cluster.v1.AddMember
-	(*RemoveMember)(nil),         // 6: hermes.internal.cluster.v1.RemoveMember
-	(*TopicConfig)(nil),          // 7: hermes.internal.cluster.v1.TopicConfig
-	(*CreateTopic)(nil),          // 8: hermes.internal.cluster.v1.CreateTopic
-	(*DeleteTopic)(nil),          // 9: hermes.internal.cluster.v1.DeleteTopic
-	(*RegisterNode)(nil),         // 10: hermes.internal.cluster.v1.RegisterNode
-	(*CommitOffsets)(nil),        // 11: hermes.internal.cluster.v1.CommitOffsets
-	(*GroupOffset)(nil),          // 12: hermes.internal.cluster.v1.GroupOffset
-	(*Barrier)(nil),              // 13: hermes.internal.cluster.v1.Barrier
-	(*Snapshot)(nil),             // 14: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),           // 15: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil),       // 16: hermes.internal.cluster.v1.PartitionState
+	(*PutUser)(nil),              // 1: hermes.internal.cluster.v1.PutUser
+	(*ScramCredential)(nil),      // 2: hermes.internal.cluster.v1.ScramCredential
+	(*DeleteUser)(nil),           // 3: hermes.internal.cluster.v1.DeleteUser
+	(*PutToken)(nil),             // 4: hermes.internal.cluster.v1.PutToken
+	(*RevokeToken)(nil),          // 5: hermes.internal.cluster.v1.RevokeToken
+	(*Acl)(nil),                  // 6: hermes.internal.cluster.v1.Acl
+	(*AddAcls)(nil),              // 7: hermes.internal.cluster.v1.AddAcls
+	(*RemoveAcls)(nil),           // 8: hermes.internal.cluster.v1.RemoveAcls
+	(*AclFilter)(nil),            // 9: hermes.internal.cluster.v1.AclFilter
+	(*SetQuota)(nil),             // 10: hermes.internal.cluster.v1.SetQuota
+	(*Reassignment)(nil),         // 11: hermes.internal.cluster.v1.Reassignment
+	(*ReassignPartitions)(nil),   // 12: hermes.internal.cluster.v1.ReassignPartitions
+	(*CompleteReassignment)(nil), // 13: hermes.internal.cluster.v1.CompleteReassignment
+	(*DeregisterNode)(nil),       // 14: hermes.internal.cluster.v1.DeregisterNode
+	(*AddMember)(nil),            // 15: hermes.internal.cluster.v1.AddMember
+	(*RemoveMember)(nil),         // 16: hermes.internal.cluster.v1.RemoveMember
+	(*TopicConfig)(nil),          // 17: hermes.internal.cluster.v1.TopicConfig
+	(*CreateTopic)(nil),          // 18: hermes.internal.cluster.v1.CreateTopic
+	(*DeleteTopic)(nil),          // 19: hermes.internal.cluster.v1.DeleteTopic
+	(*RegisterNode)(nil),         // 20: hermes.internal.cluster.v1.RegisterNode
+	(*CommitOffsets)(nil),        // 21: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),          // 22: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),              // 23: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),             // 24: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),           // 25: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil),       // 26: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
-	8,  // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
-	9,  // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	10, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	11, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	13, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
-	4,  // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
-	5,  // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
-	6,  // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
-	2,  // 8: hermes.internal.cluster.v1.Command.reassign_partitions:type_name -> hermes.internal.cluster.v1.ReassignPartitions
-	3,  // 9: hermes.internal.cluster.v1.Command.complete_reassignment:type_name -> hermes.internal.cluster.v1.CompleteReassignment
-	1,  // 10: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
-	7,  // 11: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	12, // 12: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
-	10, // 13: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	15, // 14: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	11, // 15: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	7,  // 16: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	16, // 17: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
+	19, // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
+	20, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	21, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	23, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	14, // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
+	15, // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
+	16, // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
+	12, // 8: hermes.internal.cluster.v1.Command.reassign_partitions:type_name -> hermes.internal.cluster.v1.ReassignPartitions
+	13, // 9: hermes.internal.cluster.v1.Command.complete_reassignment:type_name -> hermes.internal.cluster.v1.CompleteReassignment
+	1,  // 10: hermes.internal.cluster.v1.Command.put_user:type_name -> hermes.internal.cluster.v1.PutUser
+	3,  // 11: hermes.internal.cluster.v1.Command.delete_user:type_name -> hermes.internal.cluster.v1.DeleteUser
+	4,  // 12: hermes.internal.cluster.v1.Command.put_token:type_name -> hermes.internal.cluster.v1.PutToken
+	5,  // 13: hermes.internal.cluster.v1.Command.revoke_token:type_name -> hermes.internal.cluster.v1.RevokeToken
+	7,  // 14: hermes.internal.cluster.v1.Command.add_acls:type_name -> hermes.internal.cluster.v1.AddAcls
+	8,  // 15: hermes.internal.cluster.v1.Command.remove_acls:type_name -> hermes.internal.cluster.v1.RemoveAcls
+	10, // 16: hermes.internal.cluster.v1.Command.set_quota:type_name -> hermes.internal.cluster.v1.SetQuota
+	2,  // 17: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
+	6,  // 18: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
+	9,  // 19: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
+	6,  // 20: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
+	11, // 21: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
+	17, // 22: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	22, // 23: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	20, // 24: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	25, // 25: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	21, // 26: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	1,  // 27: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
+	4,  // 28: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
+	6,  // 29: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
+	10, // 30: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
+	17, // 31: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	26, // 32: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -1327,6 +2188,13 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_RemoveMember)(nil),
 		(*Command_ReassignPartitions)(nil),
 		(*Command_CompleteReassignment)(nil),
+		(*Command_PutUser)(nil),
+		(*Command_DeleteUser)(nil),
+		(*Command_PutToken)(nil),
+		(*Command_RevokeToken)(nil),
+		(*Command_AddAcls)(nil),
+		(*Command_RemoveAcls)(nil),
+		(*Command_SetQuota)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1334,7 +2202,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -35,6 +35,223 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ResourceType int32
+
+const (
+	ResourceType_RESOURCE_TYPE_ANY              ResourceType = 0 // in filters only
+	ResourceType_RESOURCE_TYPE_TOPIC            ResourceType = 1
+	ResourceType_RESOURCE_TYPE_GROUP            ResourceType = 2
+	ResourceType_RESOURCE_TYPE_CLUSTER          ResourceType = 3
+	ResourceType_RESOURCE_TYPE_TRANSACTIONAL_ID ResourceType = 4
+)
+
+// Enum value maps for ResourceType.
+var (
+	ResourceType_name = map[int32]string{
+		0: "RESOURCE_TYPE_ANY",
+		1: "RESOURCE_TYPE_TOPIC",
+		2: "RESOURCE_TYPE_GROUP",
+		3: "RESOURCE_TYPE_CLUSTER",
+		4: "RESOURCE_TYPE_TRANSACTIONAL_ID",
+	}
+	ResourceType_value = map[string]int32{
+		"RESOURCE_TYPE_ANY":              0,
+		"RESOURCE_TYPE_TOPIC":            1,
+		"RESOURCE_TYPE_GROUP":            2,
+		"RESOURCE_TYPE_CLUSTER":          3,
+		"RESOURCE_TYPE_TRANSACTIONAL_ID": 4,
+	}
+)
+
+func (x ResourceType) Enum() *ResourceType {
+	p := new(ResourceType)
+	*p = x
+	return p
+}
+
+func (x ResourceType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResourceType) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_hermes_v1_hermes_proto_enumTypes[0].Descriptor()
+}
+
+func (ResourceType) Type() protoreflect.EnumType {
+	return &file_proto_hermes_v1_hermes_proto_enumTypes[0]
+}
+
+func (x ResourceType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResourceType.Descriptor instead.
+func (ResourceType) EnumDescriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{0}
+}
+
+type Operation int32
+
+const (
+	Operation_OPERATION_ANY      Operation = 0 // in filters only
+	Operation_OPERATION_READ     Operation = 1
+	Operation_OPERATION_WRITE    Operation = 2
+	Operation_OPERATION_CREATE   Operation = 3
+	Operation_OPERATION_DELETE   Operation = 4
+	Operation_OPERATION_ALTER    Operation = 5
+	Operation_OPERATION_DESCRIBE Operation = 6
+	Operation_OPERATION_ALL      Operation = 7
+)
+
+// Enum value maps for Operation.
+var (
+	Operation_name = map[int32]string{
+		0: "OPERATION_ANY",
+		1: "OPERATION_READ",
+		2: "OPERATION_WRITE",
+		3: "OPERATION_CREATE",
+		4: "OPERATION_DELETE",
+		5: "OPERATION_ALTER",
+		6: "OPERATION_DESCRIBE",
+		7: "OPERATION_ALL",
+	}
+	Operation_value = map[string]int32{
+		"OPERATION_ANY":      0,
+		"OPERATION_READ":     1,
+		"OPERATION_WRITE":    2,
+		"OPERATION_CREATE":   3,
+		"OPERATION_DELETE":   4,
+		"OPERATION_ALTER":    5,
+		"OPERATION_DESCRIBE": 6,
+		"OPERATION_ALL":      7,
+	}
+)
+
+func (x Operation) Enum() *Operation {
+	p := new(Operation)
+	*p = x
+	return p
+}
+
+func (x Operation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Operation) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_hermes_v1_hermes_proto_enumTypes[1].Descriptor()
+}
+
+func (Operation) Type() protoreflect.EnumType {
+	return &file_proto_hermes_v1_hermes_proto_enumTypes[1]
+}
+
+func (x Operation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Operation.Descriptor instead.
+func (Operation) EnumDescriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{1}
+}
+
+type PatternType int32
+
+const (
+	PatternType_PATTERN_TYPE_ANY     PatternType = 0 // in filters only
+	PatternType_PATTERN_TYPE_LITERAL PatternType = 1
+	PatternType_PATTERN_TYPE_PREFIX  PatternType = 2
+)
+
+// Enum value maps for PatternType.
+var (
+	PatternType_name = map[int32]string{
+		0: "PATTERN_TYPE_ANY",
+		1: "PATTERN_TYPE_LITERAL",
+		2: "PATTERN_TYPE_PREFIX",
+	}
+	PatternType_value = map[string]int32{
+		"PATTERN_TYPE_ANY":     0,
+		"PATTERN_TYPE_LITERAL": 1,
+		"PATTERN_TYPE_PREFIX":  2,
+	}
+)
+
+func (x PatternType) Enum() *PatternType {
+	p := new(PatternType)
+	*p = x
+	return p
+}
+
+func (x PatternType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PatternType) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_hermes_v1_hermes_proto_enumTypes[2].Descriptor()
+}
+
+func (PatternType) Type() protoreflect.EnumType {
+	return &file_proto_hermes_v1_hermes_proto_enumTypes[2]
+}
+
+func (x PatternType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PatternType.Descriptor instead.
+func (PatternType) EnumDescriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
+}
+
+type Permission int32
+
+const (
+	Permission_PERMISSION_ANY   Permission = 0 // in filters only
+	Permission_PERMISSION_ALLOW Permission = 1
+	Permission_PERMISSION_DENY  Permission = 2
+)
+
+// Enum value maps for Permission.
+var (
+	Permission_name = map[int32]string{
+		0: "PERMISSION_ANY",
+		1: "PERMISSION_ALLOW",
+		2: "PERMISSION_DENY",
+	}
+	Permission_value = map[string]int32{
+		"PERMISSION_ANY":   0,
+		"PERMISSION_ALLOW": 1,
+		"PERMISSION_DENY":  2,
+	}
+)
+
+func (x Permission) Enum() *Permission {
+	p := new(Permission)
+	*p = x
+	return p
+}
+
+func (x Permission) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Permission) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_hermes_v1_hermes_proto_enumTypes[3].Descriptor()
+}
+
+func (Permission) Type() protoreflect.EnumType {
+	return &file_proto_hermes_v1_hermes_proto_enumTypes[3]
+}
+
+func (x Permission) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Permission.Descriptor instead.
+func (Permission) EnumDescriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{3}
+}
+
 type DeliveryMode int32
 
 const (
@@ -75,11 +292,11 @@ func (x DeliveryMode) String() string {
 }
 
 func (DeliveryMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_hermes_v1_hermes_proto_enumTypes[0].Descriptor()
+	return file_proto_hermes_v1_hermes_proto_enumTypes[4].Descriptor()
 }
 
 func (DeliveryMode) Type() protoreflect.EnumType {
-	return &file_proto_hermes_v1_hermes_proto_enumTypes[0]
+	return &file_proto_hermes_v1_hermes_proto_enumTypes[4]
 }
 
 func (x DeliveryMode) Number() protoreflect.EnumNumber {
@@ -88,7 +305,7 @@ func (x DeliveryMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeliveryMode.Descriptor instead.
 func (DeliveryMode) EnumDescriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{0}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{4}
 }
 
 // ErrorCode is the kind of a failure, the same in every protocol.
@@ -113,6 +330,12 @@ const (
 	ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY     ErrorCode = 15
 	// The request's principal may not do what it asks.
 	ErrorCode_ERROR_CODE_PERMISSION_DENIED ErrorCode = 16
+	// No valid credentials where they are required, or wrong ones.
+	ErrorCode_ERROR_CODE_UNAUTHENTICATED ErrorCode = 17
+	// A user (or token) of that name already exists.
+	ErrorCode_ERROR_CODE_ALREADY_EXISTS ErrorCode = 18
+	// No user (or token) of that name.
+	ErrorCode_ERROR_CODE_NOT_FOUND ErrorCode = 19
 )
 
 // Enum value maps for ErrorCode.
@@ -135,6 +358,9 @@ var (
 		14: "ERROR_CODE_INTERNAL",
 		15: "ERROR_CODE_GROUP_NOT_EMPTY",
 		16: "ERROR_CODE_PERMISSION_DENIED",
+		17: "ERROR_CODE_UNAUTHENTICATED",
+		18: "ERROR_CODE_ALREADY_EXISTS",
+		19: "ERROR_CODE_NOT_FOUND",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":         0,
@@ -154,6 +380,9 @@ var (
 		"ERROR_CODE_INTERNAL":            14,
 		"ERROR_CODE_GROUP_NOT_EMPTY":     15,
 		"ERROR_CODE_PERMISSION_DENIED":   16,
+		"ERROR_CODE_UNAUTHENTICATED":     17,
+		"ERROR_CODE_ALREADY_EXISTS":      18,
+		"ERROR_CODE_NOT_FOUND":           19,
 	}
 )
 
@@ -168,11 +397,11 @@ func (x ErrorCode) String() string {
 }
 
 func (ErrorCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_hermes_v1_hermes_proto_enumTypes[1].Descriptor()
+	return file_proto_hermes_v1_hermes_proto_enumTypes[5].Descriptor()
 }
 
 func (ErrorCode) Type() protoreflect.EnumType {
-	return &file_proto_hermes_v1_hermes_proto_enumTypes[1]
+	return &file_proto_hermes_v1_hermes_proto_enumTypes[5]
 }
 
 func (x ErrorCode) Number() protoreflect.EnumNumber {
@@ -181,7 +410,7 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{1}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{5}
 }
 
 type AckMode int32
@@ -223,11 +452,11 @@ func (x AckMode) String() string {
 }
 
 func (AckMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_hermes_v1_hermes_proto_enumTypes[2].Descriptor()
+	return file_proto_hermes_v1_hermes_proto_enumTypes[6].Descriptor()
 }
 
 func (AckMode) Type() protoreflect.EnumType {
-	return &file_proto_hermes_v1_hermes_proto_enumTypes[2]
+	return &file_proto_hermes_v1_hermes_proto_enumTypes[6]
 }
 
 func (x AckMode) Number() protoreflect.EnumNumber {
@@ -236,7 +465,1426 @@ func (x AckMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AckMode.Descriptor instead.
 func (AckMode) EnumDescriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{6}
+}
+
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{0}
+}
+
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "" when anonymous.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// How it authenticated: password, token or certificate.
+	Via           string `protobuf:"bytes,2,opt,name=via,proto3" json:"via,omitempty"`
+	AuthRequired  bool   `protobuf:"varint,3,opt,name=auth_required,json=authRequired,proto3" json:"auth_required,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WhoAmIResponse) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetAuthRequired() bool {
+	if x != nil {
+		return x.AuthRequired
+	}
+	return false
+}
+
+type CreateUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Password      string                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
 	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreateUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+type CreateUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{3}
+}
+
+type SetPasswordRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Password      string                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPasswordRequest) Reset() {
+	*x = SetPasswordRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPasswordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPasswordRequest) ProtoMessage() {}
+
+func (x *SetPasswordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPasswordRequest.ProtoReflect.Descriptor instead.
+func (*SetPasswordRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetPasswordRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetPasswordRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+type SetPasswordResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPasswordResponse) Reset() {
+	*x = SetPasswordResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPasswordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPasswordResponse) ProtoMessage() {}
+
+func (x *SetPasswordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPasswordResponse.ProtoReflect.Descriptor instead.
+func (*SetPasswordResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{5}
+}
+
+type DeleteUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserRequest) Reset() {
+	*x = DeleteUserRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserRequest) ProtoMessage() {}
+
+func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserResponse) Reset() {
+	*x = DeleteUserResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserResponse) ProtoMessage() {}
+
+func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{7}
+}
+
+type ListUsersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{8}
+}
+
+type UserInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Mechanisms    []string               `protobuf:"bytes,2,rep,name=mechanisms,proto3" json:"mechanisms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserInfo) Reset() {
+	*x = UserInfo{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserInfo) ProtoMessage() {}
+
+func (x *UserInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserInfo.ProtoReflect.Descriptor instead.
+func (*UserInfo) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UserInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserInfo) GetMechanisms() []string {
+	if x != nil {
+		return x.Mechanisms
+	}
+	return nil
+}
+
+type ListUsersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Users         []*UserInfo            `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListUsersResponse) GetUsers() []*UserInfo {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type CreateTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Default: the caller.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// 0: never expires.
+	TtlMs         int64  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Description   string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CreateTokenRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *CreateTokenRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+type TokenInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Principal     string                 `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	CreatedUnixMs int64                  `protobuf:"varint,3,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// 0: never.
+	ExpiresUnixMs int64  `protobuf:"varint,4,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TokenInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *TokenInfo) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *TokenInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+type CreateTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Info  *TokenInfo             `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	// The token: shown only here.
+	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CreateTokenResponse) GetInfo() *TokenInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *CreateTokenResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RevokeTokenRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{15}
+}
+
+type ListTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{16}
+}
+
+type ListTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*TokenInfo           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListTokensResponse) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+// Acl allows or denies a principal an operation on resources: by name
+// ("*": every one of the type), or every name starting with a prefix.
+// In a filter, empty strings and the ANY values match anything.
+type Acl struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Principal    string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ResourceType ResourceType           `protobuf:"varint,2,opt,name=resource_type,json=resourceType,proto3,enum=hermes.v1.ResourceType" json:"resource_type,omitempty"`
+	Name         string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Pattern      PatternType            `protobuf:"varint,4,opt,name=pattern,proto3,enum=hermes.v1.PatternType" json:"pattern,omitempty"`
+	Operation    Operation              `protobuf:"varint,5,opt,name=operation,proto3,enum=hermes.v1.Operation" json:"operation,omitempty"`
+	Permission   Permission             `protobuf:"varint,6,opt,name=permission,proto3,enum=hermes.v1.Permission" json:"permission,omitempty"`
+	// "" or "*": from any host.
+	Host          string `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Acl) Reset() {
+	*x = Acl{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Acl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Acl) ProtoMessage() {}
+
+func (x *Acl) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Acl.ProtoReflect.Descriptor instead.
+func (*Acl) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Acl) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Acl) GetResourceType() ResourceType {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ResourceType_RESOURCE_TYPE_ANY
+}
+
+func (x *Acl) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Acl) GetPattern() PatternType {
+	if x != nil {
+		return x.Pattern
+	}
+	return PatternType_PATTERN_TYPE_ANY
+}
+
+func (x *Acl) GetOperation() Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return Operation_OPERATION_ANY
+}
+
+func (x *Acl) GetPermission() Permission {
+	if x != nil {
+		return x.Permission
+	}
+	return Permission_PERMISSION_ANY
+}
+
+func (x *Acl) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+type CreateAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*Acl                 `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type CreateAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{20}
+}
+
+type DeleteAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filters       []*Acl                 `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DeleteAclsRequest) GetFilters() []*Acl {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+type DeleteAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       int32                  `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteAclsResponse) GetDeleted() int32 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+type ListAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *Acl                   `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsRequest) Reset() {
+	*x = ListAclsRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsRequest) ProtoMessage() {}
+
+func (x *ListAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsRequest.ProtoReflect.Descriptor instead.
+func (*ListAclsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListAclsRequest) GetFilter() *Acl {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+type ListAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*Acl                 `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsResponse) Reset() {
+	*x = ListAclsResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsResponse) ProtoMessage() {}
+
+func (x *ListAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsResponse.ProtoReflect.Descriptor instead.
+func (*ListAclsResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListAclsResponse) GetAcls() []*Acl {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type Quota struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Principal             string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ProduceBytesPerSecond int64                  `protobuf:"varint,2,opt,name=produce_bytes_per_second,json=produceBytesPerSecond,proto3" json:"produce_bytes_per_second,omitempty"`
+	FetchBytesPerSecond   int64                  `protobuf:"varint,3,opt,name=fetch_bytes_per_second,json=fetchBytesPerSecond,proto3" json:"fetch_bytes_per_second,omitempty"`
+	RequestsPerSecond     int64                  `protobuf:"varint,4,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Quota) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Quota) GetProduceBytesPerSecond() int64 {
+	if x != nil {
+		return x.ProduceBytesPerSecond
+	}
+	return 0
+}
+
+func (x *Quota) GetFetchBytesPerSecond() int64 {
+	if x != nil {
+		return x.FetchBytesPerSecond
+	}
+	return 0
+}
+
+func (x *Quota) GetRequestsPerSecond() int64 {
+	if x != nil {
+		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+// SetQuota sets a principal's quota; all rates 0 removes it.
+type SetQuotaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quota         *Quota                 `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaRequest) Reset() {
+	*x = SetQuotaRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaRequest) ProtoMessage() {}
+
+func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetQuotaRequest) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+type SetQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaResponse) Reset() {
+	*x = SetQuotaResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaResponse) ProtoMessage() {}
+
+func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{27}
+}
+
+type ListQuotasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasRequest) Reset() {
+	*x = ListQuotasRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasRequest) ProtoMessage() {}
+
+func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
+func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{28}
+}
+
+type ListQuotasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*Quota               `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasResponse) Reset() {
+	*x = ListQuotasResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasResponse) ProtoMessage() {}
+
+func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListQuotasResponse) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
 }
 
 type RebalanceRequest struct {
@@ -253,7 +1901,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +1913,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[0]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +1926,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{0}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RebalanceRequest) GetDrain() []uint64 {
@@ -307,7 +1955,7 @@ type PartitionMove struct {
 
 func (x *PartitionMove) Reset() {
 	*x = PartitionMove{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +1967,7 @@ func (x *PartitionMove) String() string {
 func (*PartitionMove) ProtoMessage() {}
 
 func (x *PartitionMove) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[1]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +1980,7 @@ func (x *PartitionMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMove.ProtoReflect.Descriptor instead.
 func (*PartitionMove) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{1}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PartitionMove) GetTopic() string {
@@ -372,7 +2020,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +2032,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[2]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +2045,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{2}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RebalanceResponse) GetMoves() []*PartitionMove {
@@ -418,7 +2066,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +2078,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[3]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +2091,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{3}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -468,7 +2116,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +2128,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[4]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +2141,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{4}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{34}
 }
 
 type RemoveNodeRequest struct {
@@ -505,7 +2153,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +2165,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[5]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +2178,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{5}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -548,7 +2196,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +2208,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[6]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +2221,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{6}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{36}
 }
 
 // ErrorInfo describes a failure. Retriable errors may succeed if sent again
@@ -593,7 +2241,7 @@ type ErrorInfo struct {
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +2253,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[7]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +2266,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{7}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ErrorInfo) GetCode() ErrorCode {
@@ -666,7 +2314,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +2326,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[8]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +2339,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{8}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Header) GetKey() string {
@@ -733,7 +2381,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +2393,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[9]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +2406,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{9}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Record) GetOffset() int64 {
@@ -835,7 +2483,7 @@ type RecordBatch struct {
 
 func (x *RecordBatch) Reset() {
 	*x = RecordBatch{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +2495,7 @@ func (x *RecordBatch) String() string {
 func (*RecordBatch) ProtoMessage() {}
 
 func (x *RecordBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[10]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +2508,7 @@ func (x *RecordBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatch.ProtoReflect.Descriptor instead.
 func (*RecordBatch) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{10}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RecordBatch) GetPartition() int32 {
@@ -900,7 +2548,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +2560,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[11]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +2573,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{11}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TopicConfig) GetPartitions() int32 {
@@ -995,7 +2643,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +2655,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[12]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +2668,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{12}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PartitionInfo) GetPartition() int32 {
@@ -1076,7 +2724,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +2736,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[13]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +2749,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{13}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -1137,7 +2785,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +2797,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[14]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +2810,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{14}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1195,7 +2843,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +2855,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[15]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +2868,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{15}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -1239,7 +2887,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +2899,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[16]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +2912,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{16}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1282,7 +2930,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +2942,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[17]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +2955,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{17}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{47}
 }
 
 type ListTopicsRequest struct {
@@ -1318,7 +2966,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +2978,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[18]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +2991,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{18}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{48}
 }
 
 type ListTopicsResponse struct {
@@ -1355,7 +3003,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +3015,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[19]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +3028,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{19}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -1399,7 +3047,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +3059,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[20]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +3072,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{20}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -1443,7 +3091,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +3103,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[21]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +3116,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{21}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -1497,7 +3145,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +3157,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[22]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +3170,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{22}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PublishRequest) GetRequestId() uint64 {
@@ -1578,7 +3226,7 @@ type RecordAck struct {
 
 func (x *RecordAck) Reset() {
 	*x = RecordAck{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +3238,7 @@ func (x *RecordAck) String() string {
 func (*RecordAck) ProtoMessage() {}
 
 func (x *RecordAck) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[23]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +3251,7 @@ func (x *RecordAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAck.ProtoReflect.Descriptor instead.
 func (*RecordAck) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{23}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RecordAck) GetPartition() int32 {
@@ -1646,7 +3294,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +3306,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[24]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +3319,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{24}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PublishResponse) GetRequestId() uint64 {
@@ -1752,7 +3400,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +3412,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[25]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +3425,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{25}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -1843,7 +3491,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1855,7 +3503,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[26]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1868,7 +3516,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{26}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *FetchResponse) GetRecords() []*Record {
@@ -1923,7 +3571,7 @@ type StartPosition struct {
 
 func (x *StartPosition) Reset() {
 	*x = StartPosition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +3583,7 @@ func (x *StartPosition) String() string {
 func (*StartPosition) ProtoMessage() {}
 
 func (x *StartPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[27]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +3596,7 @@ func (x *StartPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPosition.ProtoReflect.Descriptor instead.
 func (*StartPosition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{27}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *StartPosition) GetPosition() isStartPosition_Position {
@@ -2055,7 +3703,7 @@ type SubscribeOptions struct {
 
 func (x *SubscribeOptions) Reset() {
 	*x = SubscribeOptions{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +3715,7 @@ func (x *SubscribeOptions) String() string {
 func (*SubscribeOptions) ProtoMessage() {}
 
 func (x *SubscribeOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[28]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +3728,7 @@ func (x *SubscribeOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeOptions.ProtoReflect.Descriptor instead.
 func (*SubscribeOptions) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{28}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SubscribeOptions) GetTopic() string {
@@ -2201,7 +3849,7 @@ type Credit struct {
 
 func (x *Credit) Reset() {
 	*x = Credit{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +3861,7 @@ func (x *Credit) String() string {
 func (*Credit) ProtoMessage() {}
 
 func (x *Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[29]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +3874,7 @@ func (x *Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credit.ProtoReflect.Descriptor instead.
 func (*Credit) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{29}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Credit) GetRecords() int32 {
@@ -2254,7 +3902,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +3914,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[30]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +3927,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{30}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -2312,7 +3960,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +3972,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[31]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +3985,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{31}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AckRequest) GetRecords() []*PartitionOffset {
@@ -2356,7 +4004,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +4016,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[32]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +4029,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{32}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NackRequest) GetRecords() []*PartitionOffset {
@@ -2400,7 +4048,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +4060,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[33]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +4073,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{33}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CommitRequest) GetOffsets() []*PartitionOffset {
@@ -2443,7 +4091,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +4103,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[34]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +4116,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{34}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{64}
 }
 
 type SubscribeRequest struct {
@@ -2488,7 +4136,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +4148,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[35]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +4161,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{35}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SubscribeRequest) GetKind() isSubscribeRequest_Kind {
@@ -2631,7 +4279,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +4291,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[36]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +4304,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{36}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Subscribed) GetMemberId() string {
@@ -2692,7 +4340,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +4352,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[37]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +4365,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{37}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Assignment) GetTopic() string {
@@ -2754,7 +4402,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2766,7 +4414,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[38]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +4427,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{38}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Deliveries) GetRecords() []*Record {
@@ -2813,7 +4461,7 @@ type CommitResult struct {
 
 func (x *CommitResult) Reset() {
 	*x = CommitResult{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +4473,7 @@ func (x *CommitResult) String() string {
 func (*CommitResult) ProtoMessage() {}
 
 func (x *CommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[39]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +4486,7 @@ func (x *CommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResult.ProtoReflect.Descriptor instead.
 func (*CommitResult) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{39}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CommitResult) GetOffsets() []*PartitionOffset {
@@ -2871,7 +4519,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +4531,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[40]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +4544,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{40}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
@@ -3000,7 +4648,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +4660,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[41]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +4673,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{41}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -3057,7 +4705,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +4717,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[42]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +4730,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{42}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{72}
 }
 
 type ListGroupsRequest struct {
@@ -3093,7 +4741,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +4753,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[43]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +4766,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{43}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{73}
 }
 
 type GroupSummary struct {
@@ -3132,7 +4780,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +4792,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[44]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +4805,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{44}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -3190,7 +4838,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +4850,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[45]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +4863,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{45}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -3234,7 +4882,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +4894,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[46]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +4907,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{46}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -3281,7 +4929,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3293,7 +4941,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[47]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3306,7 +4954,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{47}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3353,7 +5001,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +5013,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[48]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +5026,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{48}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -3442,7 +5090,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +5102,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[49]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +5115,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{49}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -3506,7 +5154,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3518,7 +5166,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[50]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3531,7 +5179,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{50}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{80}
 }
 
 type HealthResponse struct {
@@ -3545,7 +5193,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +5205,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[51]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +5218,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{51}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *HealthResponse) GetStatus() string {
@@ -3602,7 +5250,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +5262,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +5275,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{52}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{82}
 }
 
 type ClusterNode struct {
@@ -3641,7 +5289,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3653,7 +5301,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3666,7 +5314,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{53}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ClusterNode) GetId() uint64 {
@@ -3701,7 +5349,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +5361,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3726,7 +5374,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{54}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ReplicaProgress) GetNode() uint64 {
@@ -3761,7 +5409,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +5421,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +5434,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{55}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -3851,7 +5499,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +5511,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +5524,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{56}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *DescribeClusterResponse) GetNodeId() uint64 {
@@ -3911,7 +5559,82 @@ var File_proto_hermes_v1_hermes_proto protoreflect.FileDescriptor
 
 const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\n" +
-	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"@\n" +
+	"\x1cproto/hermes/v1/hermes.proto\x12\thermes.v1\"\x0f\n" +
+	"\rWhoAmIRequest\"e\n" +
+	"\x0eWhoAmIResponse\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x10\n" +
+	"\x03via\x18\x02 \x01(\tR\x03via\x12#\n" +
+	"\rauth_required\x18\x03 \x01(\bR\fauthRequired\"C\n" +
+	"\x11CreateUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\"\x14\n" +
+	"\x12CreateUserResponse\"D\n" +
+	"\x12SetPasswordRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\"\x15\n" +
+	"\x13SetPasswordResponse\"'\n" +
+	"\x11DeleteUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x14\n" +
+	"\x12DeleteUserResponse\"\x12\n" +
+	"\x10ListUsersRequest\">\n" +
+	"\bUserInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"mechanisms\x18\x02 \x03(\tR\n" +
+	"mechanisms\">\n" +
+	"\x11ListUsersResponse\x12)\n" +
+	"\x05users\x18\x01 \x03(\v2\x13.hermes.v1.UserInfoR\x05users\"k\n" +
+	"\x12CreateTokenRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xab\x01\n" +
+	"\tTokenInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12&\n" +
+	"\x0fcreated_unix_ms\x18\x03 \x01(\x03R\rcreatedUnixMs\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x04 \x01(\x03R\rexpiresUnixMs\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"U\n" +
+	"\x13CreateTokenResponse\x12(\n" +
+	"\x04info\x18\x01 \x01(\v2\x14.hermes.v1.TokenInfoR\x04info\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"$\n" +
+	"\x12RevokeTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
+	"\x13RevokeTokenResponse\"\x13\n" +
+	"\x11ListTokensRequest\"B\n" +
+	"\x12ListTokensResponse\x12,\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x14.hermes.v1.TokenInfoR\x06tokens\"\xa6\x02\n" +
+	"\x03Acl\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12<\n" +
+	"\rresource_type\x18\x02 \x01(\x0e2\x17.hermes.v1.ResourceTypeR\fresourceType\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x120\n" +
+	"\apattern\x18\x04 \x01(\x0e2\x16.hermes.v1.PatternTypeR\apattern\x122\n" +
+	"\toperation\x18\x05 \x01(\x0e2\x14.hermes.v1.OperationR\toperation\x125\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\x0e2\x15.hermes.v1.PermissionR\n" +
+	"permission\x12\x12\n" +
+	"\x04host\x18\a \x01(\tR\x04host\"7\n" +
+	"\x11CreateAclsRequest\x12\"\n" +
+	"\x04acls\x18\x01 \x03(\v2\x0e.hermes.v1.AclR\x04acls\"\x14\n" +
+	"\x12CreateAclsResponse\"=\n" +
+	"\x11DeleteAclsRequest\x12(\n" +
+	"\afilters\x18\x01 \x03(\v2\x0e.hermes.v1.AclR\afilters\".\n" +
+	"\x12DeleteAclsResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\x05R\adeleted\"9\n" +
+	"\x0fListAclsRequest\x12&\n" +
+	"\x06filter\x18\x01 \x01(\v2\x0e.hermes.v1.AclR\x06filter\"6\n" +
+	"\x10ListAclsResponse\x12\"\n" +
+	"\x04acls\x18\x01 \x03(\v2\x0e.hermes.v1.AclR\x04acls\"\xc3\x01\n" +
+	"\x05Quota\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
+	"\x18produce_bytes_per_second\x18\x02 \x01(\x03R\x15produceBytesPerSecond\x123\n" +
+	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\x12.\n" +
+	"\x13requests_per_second\x18\x04 \x01(\x03R\x11requestsPerSecond\"9\n" +
+	"\x0fSetQuotaRequest\x12&\n" +
+	"\x05quota\x18\x01 \x01(\v2\x10.hermes.v1.QuotaR\x05quota\"\x12\n" +
+	"\x10SetQuotaResponse\"\x13\n" +
+	"\x11ListQuotasRequest\">\n" +
+	"\x12ListQuotasResponse\x12(\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x10.hermes.v1.QuotaR\x06quotas\"@\n" +
 	"\x10RebalanceRequest\x12\x14\n" +
 	"\x05drain\x18\x01 \x03(\x04R\x05drain\x12\x16\n" +
 	"\x06cancel\x18\x02 \x01(\bR\x06cancel\"g\n" +
@@ -4184,12 +5907,36 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x05nodes\x18\x03 \x03(\v2\x16.hermes.v1.ClusterNodeR\x05nodes\x12;\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x1b.hermes.v1.ClusterPartitionR\n" +
-	"partitions*\x86\x01\n" +
+	"partitions*\x96\x01\n" +
+	"\fResourceType\x12\x15\n" +
+	"\x11RESOURCE_TYPE_ANY\x10\x00\x12\x17\n" +
+	"\x13RESOURCE_TYPE_TOPIC\x10\x01\x12\x17\n" +
+	"\x13RESOURCE_TYPE_GROUP\x10\x02\x12\x19\n" +
+	"\x15RESOURCE_TYPE_CLUSTER\x10\x03\x12\"\n" +
+	"\x1eRESOURCE_TYPE_TRANSACTIONAL_ID\x10\x04*\xb3\x01\n" +
+	"\tOperation\x12\x11\n" +
+	"\rOPERATION_ANY\x10\x00\x12\x12\n" +
+	"\x0eOPERATION_READ\x10\x01\x12\x13\n" +
+	"\x0fOPERATION_WRITE\x10\x02\x12\x14\n" +
+	"\x10OPERATION_CREATE\x10\x03\x12\x14\n" +
+	"\x10OPERATION_DELETE\x10\x04\x12\x13\n" +
+	"\x0fOPERATION_ALTER\x10\x05\x12\x16\n" +
+	"\x12OPERATION_DESCRIBE\x10\x06\x12\x11\n" +
+	"\rOPERATION_ALL\x10\a*V\n" +
+	"\vPatternType\x12\x14\n" +
+	"\x10PATTERN_TYPE_ANY\x10\x00\x12\x18\n" +
+	"\x14PATTERN_TYPE_LITERAL\x10\x01\x12\x17\n" +
+	"\x13PATTERN_TYPE_PREFIX\x10\x02*K\n" +
+	"\n" +
+	"Permission\x12\x12\n" +
+	"\x0ePERMISSION_ANY\x10\x00\x12\x14\n" +
+	"\x10PERMISSION_ALLOW\x10\x01\x12\x13\n" +
+	"\x0fPERMISSION_DENY\x10\x02*\x86\x01\n" +
 	"\fDeliveryMode\x12\x1d\n" +
 	"\x19DELIVERY_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18DELIVERY_MODE_CONSISTENT\x10\x01\x12\x1a\n" +
 	"\x16DELIVERY_MODE_EVENTUAL\x10\x02\x12\x1d\n" +
-	"\x19DELIVERY_MODE_PERFORMANCE\x10\x03*\xa6\x04\n" +
+	"\x19DELIVERY_MODE_PERFORMANCE\x10\x03*\xff\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x01\x12\x1e\n" +
@@ -4208,11 +5955,14 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\r\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\x0e\x12\x1e\n" +
 	"\x1aERROR_CODE_GROUP_NOT_EMPTY\x10\x0f\x12 \n" +
-	"\x1cERROR_CODE_PERMISSION_DENIED\x10\x10*P\n" +
+	"\x1cERROR_CODE_PERMISSION_DENIED\x10\x10\x12\x1e\n" +
+	"\x1aERROR_CODE_UNAUTHENTICATED\x10\x11\x12\x1d\n" +
+	"\x19ERROR_CODE_ALREADY_EXISTS\x10\x12\x12\x18\n" +
+	"\x14ERROR_CODE_NOT_FOUND\x10\x13*P\n" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x18\n" +
-	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xba\t\n" +
+	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xf7\x10\n" +
 	"\x06Hermes\x12L\n" +
 	"\vCreateTopic\x12\x1d.hermes.v1.CreateTopicRequest\x1a\x1e.hermes.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.hermes.v1.DeleteTopicRequest\x1a\x1e.hermes.v1.DeleteTopicResponse\x12I\n" +
@@ -4232,7 +5982,26 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\aAddNode\x12\x19.hermes.v1.AddNodeRequest\x1a\x1a.hermes.v1.AddNodeResponse\x12I\n" +
 	"\n" +
 	"RemoveNode\x12\x1c.hermes.v1.RemoveNodeRequest\x1a\x1d.hermes.v1.RemoveNodeResponse\x12F\n" +
-	"\tRebalance\x12\x1b.hermes.v1.RebalanceRequest\x1a\x1c.hermes.v1.RebalanceResponseB6Z4github.com/hermes-mq/hermes/proto/hermes/v1;hermesv1b\x06proto3"
+	"\tRebalance\x12\x1b.hermes.v1.RebalanceRequest\x1a\x1c.hermes.v1.RebalanceResponse\x12=\n" +
+	"\x06WhoAmI\x12\x18.hermes.v1.WhoAmIRequest\x1a\x19.hermes.v1.WhoAmIResponse\x12I\n" +
+	"\n" +
+	"CreateUser\x12\x1c.hermes.v1.CreateUserRequest\x1a\x1d.hermes.v1.CreateUserResponse\x12L\n" +
+	"\vSetPassword\x12\x1d.hermes.v1.SetPasswordRequest\x1a\x1e.hermes.v1.SetPasswordResponse\x12I\n" +
+	"\n" +
+	"DeleteUser\x12\x1c.hermes.v1.DeleteUserRequest\x1a\x1d.hermes.v1.DeleteUserResponse\x12F\n" +
+	"\tListUsers\x12\x1b.hermes.v1.ListUsersRequest\x1a\x1c.hermes.v1.ListUsersResponse\x12L\n" +
+	"\vCreateToken\x12\x1d.hermes.v1.CreateTokenRequest\x1a\x1e.hermes.v1.CreateTokenResponse\x12L\n" +
+	"\vRevokeToken\x12\x1d.hermes.v1.RevokeTokenRequest\x1a\x1e.hermes.v1.RevokeTokenResponse\x12I\n" +
+	"\n" +
+	"ListTokens\x12\x1c.hermes.v1.ListTokensRequest\x1a\x1d.hermes.v1.ListTokensResponse\x12I\n" +
+	"\n" +
+	"CreateAcls\x12\x1c.hermes.v1.CreateAclsRequest\x1a\x1d.hermes.v1.CreateAclsResponse\x12I\n" +
+	"\n" +
+	"DeleteAcls\x12\x1c.hermes.v1.DeleteAclsRequest\x1a\x1d.hermes.v1.DeleteAclsResponse\x12C\n" +
+	"\bListAcls\x12\x1a.hermes.v1.ListAclsRequest\x1a\x1b.hermes.v1.ListAclsResponse\x12C\n" +
+	"\bSetQuota\x12\x1a.hermes.v1.SetQuotaRequest\x1a\x1b.hermes.v1.SetQuotaResponse\x12I\n" +
+	"\n" +
+	"ListQuotas\x12\x1c.hermes.v1.ListQuotasRequest\x1a\x1d.hermes.v1.ListQuotasResponseB6Z4github.com/hermes-mq/hermes/proto/hermes/v1;hermesv1b\x06proto3"
 
 var (
 	file_proto_hermes_v1_hermes_proto_rawDescOnce sync.Once
@@ -4246,153 +6015,226 @@ func file_proto_hermes_v1_hermes_proto_rawDescGZIP() []byte {
 	return file_proto_hermes_v1_hermes_proto_rawDescData
 }
 
-var file_proto_hermes_v1_hermes_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_proto_hermes_v1_hermes_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_proto_hermes_v1_hermes_proto_goTypes = []any{
-	(DeliveryMode)(0),               // 0: hermes.v1.DeliveryMode
-	(ErrorCode)(0),                  // 1: hermes.v1.ErrorCode
-	(AckMode)(0),                    // 2: hermes.v1.AckMode
-	(*RebalanceRequest)(nil),        // 3: hermes.v1.RebalanceRequest
-	(*PartitionMove)(nil),           // 4: hermes.v1.PartitionMove
-	(*RebalanceResponse)(nil),       // 5: hermes.v1.RebalanceResponse
-	(*AddNodeRequest)(nil),          // 6: hermes.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),         // 7: hermes.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),       // 8: hermes.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),      // 9: hermes.v1.RemoveNodeResponse
-	(*ErrorInfo)(nil),               // 10: hermes.v1.ErrorInfo
-	(*Header)(nil),                  // 11: hermes.v1.Header
-	(*Record)(nil),                  // 12: hermes.v1.Record
-	(*RecordBatch)(nil),             // 13: hermes.v1.RecordBatch
-	(*TopicConfig)(nil),             // 14: hermes.v1.TopicConfig
-	(*PartitionInfo)(nil),           // 15: hermes.v1.PartitionInfo
-	(*TopicInfo)(nil),               // 16: hermes.v1.TopicInfo
-	(*CreateTopicRequest)(nil),      // 17: hermes.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),     // 18: hermes.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),      // 19: hermes.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),     // 20: hermes.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),       // 21: hermes.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),      // 22: hermes.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),    // 23: hermes.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),   // 24: hermes.v1.DescribeTopicResponse
-	(*PublishRequest)(nil),          // 25: hermes.v1.PublishRequest
-	(*RecordAck)(nil),               // 26: hermes.v1.RecordAck
-	(*PublishResponse)(nil),         // 27: hermes.v1.PublishResponse
-	(*FetchRequest)(nil),            // 28: hermes.v1.FetchRequest
-	(*FetchResponse)(nil),           // 29: hermes.v1.FetchResponse
-	(*StartPosition)(nil),           // 30: hermes.v1.StartPosition
-	(*SubscribeOptions)(nil),        // 31: hermes.v1.SubscribeOptions
-	(*Credit)(nil),                  // 32: hermes.v1.Credit
-	(*PartitionOffset)(nil),         // 33: hermes.v1.PartitionOffset
-	(*AckRequest)(nil),              // 34: hermes.v1.AckRequest
-	(*NackRequest)(nil),             // 35: hermes.v1.NackRequest
-	(*CommitRequest)(nil),           // 36: hermes.v1.CommitRequest
-	(*Heartbeat)(nil),               // 37: hermes.v1.Heartbeat
-	(*SubscribeRequest)(nil),        // 38: hermes.v1.SubscribeRequest
-	(*Subscribed)(nil),              // 39: hermes.v1.Subscribed
-	(*Assignment)(nil),              // 40: hermes.v1.Assignment
-	(*Deliveries)(nil),              // 41: hermes.v1.Deliveries
-	(*CommitResult)(nil),            // 42: hermes.v1.CommitResult
-	(*SubscribeResponse)(nil),       // 43: hermes.v1.SubscribeResponse
-	(*CommitOffsetsRequest)(nil),    // 44: hermes.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),   // 45: hermes.v1.CommitOffsetsResponse
-	(*ListGroupsRequest)(nil),       // 46: hermes.v1.ListGroupsRequest
-	(*GroupSummary)(nil),            // 47: hermes.v1.GroupSummary
-	(*ListGroupsResponse)(nil),      // 48: hermes.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),    // 49: hermes.v1.DescribeGroupRequest
-	(*GroupMember)(nil),             // 50: hermes.v1.GroupMember
-	(*GroupPartition)(nil),          // 51: hermes.v1.GroupPartition
-	(*DescribeGroupResponse)(nil),   // 52: hermes.v1.DescribeGroupResponse
-	(*HealthRequest)(nil),           // 53: hermes.v1.HealthRequest
-	(*HealthResponse)(nil),          // 54: hermes.v1.HealthResponse
-	(*DescribeClusterRequest)(nil),  // 55: hermes.v1.DescribeClusterRequest
-	(*ClusterNode)(nil),             // 56: hermes.v1.ClusterNode
-	(*ReplicaProgress)(nil),         // 57: hermes.v1.ReplicaProgress
-	(*ClusterPartition)(nil),        // 58: hermes.v1.ClusterPartition
-	(*DescribeClusterResponse)(nil), // 59: hermes.v1.DescribeClusterResponse
+	(ResourceType)(0),               // 0: hermes.v1.ResourceType
+	(Operation)(0),                  // 1: hermes.v1.Operation
+	(PatternType)(0),                // 2: hermes.v1.PatternType
+	(Permission)(0),                 // 3: hermes.v1.Permission
+	(DeliveryMode)(0),               // 4: hermes.v1.DeliveryMode
+	(ErrorCode)(0),                  // 5: hermes.v1.ErrorCode
+	(AckMode)(0),                    // 6: hermes.v1.AckMode
+	(*WhoAmIRequest)(nil),           // 7: hermes.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),          // 8: hermes.v1.WhoAmIResponse
+	(*CreateUserRequest)(nil),       // 9: hermes.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),      // 10: hermes.v1.CreateUserResponse
+	(*SetPasswordRequest)(nil),      // 11: hermes.v1.SetPasswordRequest
+	(*SetPasswordResponse)(nil),     // 12: hermes.v1.SetPasswordResponse
+	(*DeleteUserRequest)(nil),       // 13: hermes.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),      // 14: hermes.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),        // 15: hermes.v1.ListUsersRequest
+	(*UserInfo)(nil),                // 16: hermes.v1.UserInfo
+	(*ListUsersResponse)(nil),       // 17: hermes.v1.ListUsersResponse
+	(*CreateTokenRequest)(nil),      // 18: hermes.v1.CreateTokenRequest
+	(*TokenInfo)(nil),               // 19: hermes.v1.TokenInfo
+	(*CreateTokenResponse)(nil),     // 20: hermes.v1.CreateTokenResponse
+	(*RevokeTokenRequest)(nil),      // 21: hermes.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),     // 22: hermes.v1.RevokeTokenResponse
+	(*ListTokensRequest)(nil),       // 23: hermes.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),      // 24: hermes.v1.ListTokensResponse
+	(*Acl)(nil),                     // 25: hermes.v1.Acl
+	(*CreateAclsRequest)(nil),       // 26: hermes.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),      // 27: hermes.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),       // 28: hermes.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),      // 29: hermes.v1.DeleteAclsResponse
+	(*ListAclsRequest)(nil),         // 30: hermes.v1.ListAclsRequest
+	(*ListAclsResponse)(nil),        // 31: hermes.v1.ListAclsResponse
+	(*Quota)(nil),                   // 32: hermes.v1.Quota
+	(*SetQuotaRequest)(nil),         // 33: hermes.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),        // 34: hermes.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),       // 35: hermes.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),      // 36: hermes.v1.ListQuotasResponse
+	(*RebalanceRequest)(nil),        // 37: hermes.v1.RebalanceRequest
+	(*PartitionMove)(nil),           // 38: hermes.v1.PartitionMove
+	(*RebalanceResponse)(nil),       // 39: hermes.v1.RebalanceResponse
+	(*AddNodeRequest)(nil),          // 40: hermes.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),         // 41: hermes.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),       // 42: hermes.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),      // 43: hermes.v1.RemoveNodeResponse
+	(*ErrorInfo)(nil),               // 44: hermes.v1.ErrorInfo
+	(*Header)(nil),                  // 45: hermes.v1.Header
+	(*Record)(nil),                  // 46: hermes.v1.Record
+	(*RecordBatch)(nil),             // 47: hermes.v1.RecordBatch
+	(*TopicConfig)(nil),             // 48: hermes.v1.TopicConfig
+	(*PartitionInfo)(nil),           // 49: hermes.v1.PartitionInfo
+	(*TopicInfo)(nil),               // 50: hermes.v1.TopicInfo
+	(*CreateTopicRequest)(nil),      // 51: hermes.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),     // 52: hermes.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),      // 53: hermes.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),     // 54: hermes.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),       // 55: hermes.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),      // 56: hermes.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),    // 57: hermes.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),   // 58: hermes.v1.DescribeTopicResponse
+	(*PublishRequest)(nil),          // 59: hermes.v1.PublishRequest
+	(*RecordAck)(nil),               // 60: hermes.v1.RecordAck
+	(*PublishResponse)(nil),         // 61: hermes.v1.PublishResponse
+	(*FetchRequest)(nil),            // 62: hermes.v1.FetchRequest
+	(*FetchResponse)(nil),           // 63: hermes.v1.FetchResponse
+	(*StartPosition)(nil),           // 64: hermes.v1.StartPosition
+	(*SubscribeOptions)(nil),        // 65: hermes.v1.SubscribeOptions
+	(*Credit)(nil),                  // 66: hermes.v1.Credit
+	(*PartitionOffset)(nil),         // 67: hermes.v1.PartitionOffset
+	(*AckRequest)(nil),              // 68: hermes.v1.AckRequest
+	(*NackRequest)(nil),             // 69: hermes.v1.NackRequest
+	(*CommitRequest)(nil),           // 70: hermes.v1.CommitRequest
+	(*Heartbeat)(nil),               // 71: hermes.v1.Heartbeat
+	(*SubscribeRequest)(nil),        // 72: hermes.v1.SubscribeRequest
+	(*Subscribed)(nil),              // 73: hermes.v1.Subscribed
+	(*Assignment)(nil),              // 74: hermes.v1.Assignment
+	(*Deliveries)(nil),              // 75: hermes.v1.Deliveries
+	(*CommitResult)(nil),            // 76: hermes.v1.CommitResult
+	(*SubscribeResponse)(nil),       // 77: hermes.v1.SubscribeResponse
+	(*CommitOffsetsRequest)(nil),    // 78: hermes.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),   // 79: hermes.v1.CommitOffsetsResponse
+	(*ListGroupsRequest)(nil),       // 80: hermes.v1.ListGroupsRequest
+	(*GroupSummary)(nil),            // 81: hermes.v1.GroupSummary
+	(*ListGroupsResponse)(nil),      // 82: hermes.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),    // 83: hermes.v1.DescribeGroupRequest
+	(*GroupMember)(nil),             // 84: hermes.v1.GroupMember
+	(*GroupPartition)(nil),          // 85: hermes.v1.GroupPartition
+	(*DescribeGroupResponse)(nil),   // 86: hermes.v1.DescribeGroupResponse
+	(*HealthRequest)(nil),           // 87: hermes.v1.HealthRequest
+	(*HealthResponse)(nil),          // 88: hermes.v1.HealthResponse
+	(*DescribeClusterRequest)(nil),  // 89: hermes.v1.DescribeClusterRequest
+	(*ClusterNode)(nil),             // 90: hermes.v1.ClusterNode
+	(*ReplicaProgress)(nil),         // 91: hermes.v1.ReplicaProgress
+	(*ClusterPartition)(nil),        // 92: hermes.v1.ClusterPartition
+	(*DescribeClusterResponse)(nil), // 93: hermes.v1.DescribeClusterResponse
 }
 var file_proto_hermes_v1_hermes_proto_depIdxs = []int32{
-	4,  // 0: hermes.v1.RebalanceResponse.moves:type_name -> hermes.v1.PartitionMove
-	1,  // 1: hermes.v1.ErrorInfo.code:type_name -> hermes.v1.ErrorCode
-	11, // 2: hermes.v1.Record.headers:type_name -> hermes.v1.Header
-	0,  // 3: hermes.v1.Record.mode:type_name -> hermes.v1.DeliveryMode
-	0,  // 4: hermes.v1.TopicConfig.default_mode:type_name -> hermes.v1.DeliveryMode
-	14, // 5: hermes.v1.TopicInfo.config:type_name -> hermes.v1.TopicConfig
-	15, // 6: hermes.v1.TopicInfo.partitions:type_name -> hermes.v1.PartitionInfo
-	14, // 7: hermes.v1.CreateTopicRequest.config:type_name -> hermes.v1.TopicConfig
-	16, // 8: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	16, // 9: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
-	16, // 10: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	0,  // 11: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
-	12, // 12: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
-	26, // 13: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
-	0,  // 14: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
-	10, // 15: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
-	12, // 16: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
-	13, // 17: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
-	30, // 18: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
-	2,  // 19: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
-	33, // 20: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
-	33, // 21: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
-	33, // 22: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	31, // 23: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
-	32, // 24: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
-	34, // 25: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
-	35, // 26: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
-	36, // 27: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
-	37, // 28: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
-	12, // 29: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
-	13, // 30: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
-	33, // 31: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
-	10, // 32: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
-	39, // 33: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
-	40, // 34: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
-	41, // 35: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
-	42, // 36: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
-	10, // 37: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
-	33, // 38: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	47, // 39: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
-	50, // 40: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
-	51, // 41: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
-	57, // 42: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
-	56, // 43: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
-	58, // 44: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
-	17, // 45: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
-	19, // 46: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
-	21, // 47: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
-	23, // 48: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
-	25, // 49: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
-	25, // 50: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
-	28, // 51: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
-	38, // 52: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
-	44, // 53: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
-	46, // 54: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
-	49, // 55: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
-	53, // 56: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
-	55, // 57: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
-	6,  // 58: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
-	8,  // 59: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
-	3,  // 60: hermes.v1.Hermes.Rebalance:input_type -> hermes.v1.RebalanceRequest
-	18, // 61: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
-	20, // 62: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
-	22, // 63: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
-	24, // 64: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
-	27, // 65: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
-	27, // 66: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
-	29, // 67: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
-	43, // 68: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
-	45, // 69: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
-	48, // 70: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
-	52, // 71: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
-	54, // 72: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
-	59, // 73: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
-	7,  // 74: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
-	9,  // 75: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
-	5,  // 76: hermes.v1.Hermes.Rebalance:output_type -> hermes.v1.RebalanceResponse
-	61, // [61:77] is the sub-list for method output_type
-	45, // [45:61] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	16, // 0: hermes.v1.ListUsersResponse.users:type_name -> hermes.v1.UserInfo
+	19, // 1: hermes.v1.CreateTokenResponse.info:type_name -> hermes.v1.TokenInfo
+	19, // 2: hermes.v1.ListTokensResponse.tokens:type_name -> hermes.v1.TokenInfo
+	0,  // 3: hermes.v1.Acl.resource_type:type_name -> hermes.v1.ResourceType
+	2,  // 4: hermes.v1.Acl.pattern:type_name -> hermes.v1.PatternType
+	1,  // 5: hermes.v1.Acl.operation:type_name -> hermes.v1.Operation
+	3,  // 6: hermes.v1.Acl.permission:type_name -> hermes.v1.Permission
+	25, // 7: hermes.v1.CreateAclsRequest.acls:type_name -> hermes.v1.Acl
+	25, // 8: hermes.v1.DeleteAclsRequest.filters:type_name -> hermes.v1.Acl
+	25, // 9: hermes.v1.ListAclsRequest.filter:type_name -> hermes.v1.Acl
+	25, // 10: hermes.v1.ListAclsResponse.acls:type_name -> hermes.v1.Acl
+	32, // 11: hermes.v1.SetQuotaRequest.quota:type_name -> hermes.v1.Quota
+	32, // 12: hermes.v1.ListQuotasResponse.quotas:type_name -> hermes.v1.Quota
+	38, // 13: hermes.v1.RebalanceResponse.moves:type_name -> hermes.v1.PartitionMove
+	5,  // 14: hermes.v1.ErrorInfo.code:type_name -> hermes.v1.ErrorCode
+	45, // 15: hermes.v1.Record.headers:type_name -> hermes.v1.Header
+	4,  // 16: hermes.v1.Record.mode:type_name -> hermes.v1.DeliveryMode
+	4,  // 17: hermes.v1.TopicConfig.default_mode:type_name -> hermes.v1.DeliveryMode
+	48, // 18: hermes.v1.TopicInfo.config:type_name -> hermes.v1.TopicConfig
+	49, // 19: hermes.v1.TopicInfo.partitions:type_name -> hermes.v1.PartitionInfo
+	48, // 20: hermes.v1.CreateTopicRequest.config:type_name -> hermes.v1.TopicConfig
+	50, // 21: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	50, // 22: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
+	50, // 23: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	4,  // 24: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
+	46, // 25: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
+	60, // 26: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
+	4,  // 27: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
+	44, // 28: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
+	46, // 29: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
+	47, // 30: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
+	64, // 31: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
+	6,  // 32: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
+	67, // 33: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
+	67, // 34: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
+	67, // 35: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	65, // 36: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
+	66, // 37: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
+	68, // 38: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
+	69, // 39: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
+	70, // 40: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
+	71, // 41: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
+	46, // 42: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
+	47, // 43: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
+	67, // 44: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
+	44, // 45: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
+	73, // 46: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
+	74, // 47: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
+	75, // 48: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
+	76, // 49: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
+	44, // 50: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
+	67, // 51: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	81, // 52: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
+	84, // 53: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
+	85, // 54: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
+	91, // 55: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
+	90, // 56: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
+	92, // 57: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
+	51, // 58: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
+	53, // 59: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
+	55, // 60: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
+	57, // 61: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
+	59, // 62: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
+	59, // 63: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
+	62, // 64: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
+	72, // 65: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
+	78, // 66: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
+	80, // 67: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
+	83, // 68: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
+	87, // 69: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
+	89, // 70: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
+	40, // 71: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
+	42, // 72: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
+	37, // 73: hermes.v1.Hermes.Rebalance:input_type -> hermes.v1.RebalanceRequest
+	7,  // 74: hermes.v1.Hermes.WhoAmI:input_type -> hermes.v1.WhoAmIRequest
+	9,  // 75: hermes.v1.Hermes.CreateUser:input_type -> hermes.v1.CreateUserRequest
+	11, // 76: hermes.v1.Hermes.SetPassword:input_type -> hermes.v1.SetPasswordRequest
+	13, // 77: hermes.v1.Hermes.DeleteUser:input_type -> hermes.v1.DeleteUserRequest
+	15, // 78: hermes.v1.Hermes.ListUsers:input_type -> hermes.v1.ListUsersRequest
+	18, // 79: hermes.v1.Hermes.CreateToken:input_type -> hermes.v1.CreateTokenRequest
+	21, // 80: hermes.v1.Hermes.RevokeToken:input_type -> hermes.v1.RevokeTokenRequest
+	23, // 81: hermes.v1.Hermes.ListTokens:input_type -> hermes.v1.ListTokensRequest
+	26, // 82: hermes.v1.Hermes.CreateAcls:input_type -> hermes.v1.CreateAclsRequest
+	28, // 83: hermes.v1.Hermes.DeleteAcls:input_type -> hermes.v1.DeleteAclsRequest
+	30, // 84: hermes.v1.Hermes.ListAcls:input_type -> hermes.v1.ListAclsRequest
+	33, // 85: hermes.v1.Hermes.SetQuota:input_type -> hermes.v1.SetQuotaRequest
+	35, // 86: hermes.v1.Hermes.ListQuotas:input_type -> hermes.v1.ListQuotasRequest
+	52, // 87: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
+	54, // 88: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
+	56, // 89: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
+	58, // 90: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
+	61, // 91: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
+	61, // 92: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
+	63, // 93: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
+	77, // 94: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
+	79, // 95: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
+	82, // 96: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
+	86, // 97: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
+	88, // 98: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
+	93, // 99: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
+	41, // 100: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
+	43, // 101: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
+	39, // 102: hermes.v1.Hermes.Rebalance:output_type -> hermes.v1.RebalanceResponse
+	8,  // 103: hermes.v1.Hermes.WhoAmI:output_type -> hermes.v1.WhoAmIResponse
+	10, // 104: hermes.v1.Hermes.CreateUser:output_type -> hermes.v1.CreateUserResponse
+	12, // 105: hermes.v1.Hermes.SetPassword:output_type -> hermes.v1.SetPasswordResponse
+	14, // 106: hermes.v1.Hermes.DeleteUser:output_type -> hermes.v1.DeleteUserResponse
+	17, // 107: hermes.v1.Hermes.ListUsers:output_type -> hermes.v1.ListUsersResponse
+	20, // 108: hermes.v1.Hermes.CreateToken:output_type -> hermes.v1.CreateTokenResponse
+	22, // 109: hermes.v1.Hermes.RevokeToken:output_type -> hermes.v1.RevokeTokenResponse
+	24, // 110: hermes.v1.Hermes.ListTokens:output_type -> hermes.v1.ListTokensResponse
+	27, // 111: hermes.v1.Hermes.CreateAcls:output_type -> hermes.v1.CreateAclsResponse
+	29, // 112: hermes.v1.Hermes.DeleteAcls:output_type -> hermes.v1.DeleteAclsResponse
+	31, // 113: hermes.v1.Hermes.ListAcls:output_type -> hermes.v1.ListAclsResponse
+	34, // 114: hermes.v1.Hermes.SetQuota:output_type -> hermes.v1.SetQuotaResponse
+	36, // 115: hermes.v1.Hermes.ListQuotas:output_type -> hermes.v1.ListQuotasResponse
+	87, // [87:116] is the sub-list for method output_type
+	58, // [58:87] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_proto_hermes_v1_hermes_proto_init() }
@@ -4400,15 +6242,15 @@ func file_proto_hermes_v1_hermes_proto_init() {
 	if File_proto_hermes_v1_hermes_proto != nil {
 		return
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[9].OneofWrappers = []any{}
-	file_proto_hermes_v1_hermes_proto_msgTypes[22].OneofWrappers = []any{}
-	file_proto_hermes_v1_hermes_proto_msgTypes[27].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[39].OneofWrappers = []any{}
+	file_proto_hermes_v1_hermes_proto_msgTypes[52].OneofWrappers = []any{}
+	file_proto_hermes_v1_hermes_proto_msgTypes[57].OneofWrappers = []any{
 		(*StartPosition_Latest)(nil),
 		(*StartPosition_Earliest)(nil),
 		(*StartPosition_Offset)(nil),
 		(*StartPosition_TimestampUnixNano)(nil),
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[35].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[65].OneofWrappers = []any{
 		(*SubscribeRequest_Open)(nil),
 		(*SubscribeRequest_Credit)(nil),
 		(*SubscribeRequest_Ack)(nil),
@@ -4416,7 +6258,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 		(*SubscribeRequest_Commit)(nil),
 		(*SubscribeRequest_Heartbeat)(nil),
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[40].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[70].OneofWrappers = []any{
 		(*SubscribeResponse_Subscribed)(nil),
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Deliveries)(nil),
@@ -4428,8 +6270,8 @@ func file_proto_hermes_v1_hermes_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_hermes_v1_hermes_proto_rawDesc), len(file_proto_hermes_v1_hermes_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   57,
+			NumEnums:      7,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

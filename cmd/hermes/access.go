@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
+)
+
+// The access-control commands: whoami, user, token, acl, quota.
+
+func init() {
+	clientCommands = append(clientCommands, newWhoAmICmd, newUserCmd, newTokenCmd, newACLCmd, newQuotaCmd)
+}
+
+// adminCall runs one call with the flags' connection and credentials.
+func adminCall(cmd *cobra.Command, bf *brokerFlags, call func(context.Context, pb.HermesClient) error) error {
+	ctx, cancel := bf.context(cmd.Context())
+	defer cancel()
+	return bf.call(ctx, bf.addr, func(c pb.HermesClient) error { return call(ctx, c) })
+}
+
+func newWhoAmICmd() *cobra.Command {
+	var bf brokerFlags
+	cmd := &cobra.Command{
+		Use:   "whoami",
+		Short: "Show the principal the node sees for these credentials",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return adminCall(cmd, &bf, func(ctx context.Context, c pb.HermesClient) error {
+				r, err := c.WhoAmI(ctx, &pb.WhoAmIRequest{})
+				if err != nil {
+					return err
+				}
+				name := r.Principal
+				if name == "" {
+					name = "(anonymous)"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s", name)
+				if r.Via != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), " (by %s)", r.Via)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "; authentication required: %v\n", r.AuthRequired)
+				return nil
+			})
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	return cmd
+}
+
+// readPassword takes a password from stdin (one line) or asks for it.
+func readPassword(cmd *cobra.Command, fromStdin bool) (string, error) {
+	if !fromStdin {
+		if pw := os.Getenv("HERMES_NEW_PASSWORD"); pw != "" {
+			return pw, nil
+		}
+		return "", fmt.Errorf("give the new password on stdin with --password-stdin, or in HERMES_NEW_PASSWORD")
+	}
+	line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("reading the password from stdin: %w", err)
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+func newUserCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "user", Short: "Manage users (their passwords are kept as SCRAM credentials)"}
+	var stdin bool
+	var bf1, bf2, bf3, bf4 brokerFlags
+	create := &cobra.Command{
+		Use: "create NAME", Short: "Create a user", Args: cobra.ExactArgs(1),
+		Example: "  printf '%s\\n' \"$PASSWORD\" | hermes user create alice --password-stdin",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pw, err := readPassword(cmd, stdin)
+			if err != nil {
+				return err
+			}
+			return adminCall(cmd, &bf1, func(ctx context.Context, c pb.HermesClient) error {
+				if _, err := c.CreateUser(ctx, &pb.CreateUserRequest{Name: args[0], Password: pw}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "user %s created\n", args[0])
+				return nil
+			})
+		},
+	}
+	bf1.register(create, adminTimeout)
+	create.Flags().BoolVar(&stdin, "password-stdin", false, "read the password from stdin (else HERMES_NEW_PASSWORD)")
+	passwd := &cobra.Command{
+		Use: "passwd NAME", Short: "Change a user's password", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pw, err := readPassword(cmd, stdin)
+			if err != nil {
+				return err
+			}
+			return adminCall(cmd, &bf2, func(ctx context.Context, c pb.HermesClient) error {
+				if _, err := c.SetPassword(ctx, &pb.SetPasswordRequest{Name: args[0], Password: pw}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", args[0])
+				return nil
+			})
+		},
+	}
+	bf2.register(passwd, adminTimeout)
+	passwd.Flags().BoolVar(&stdin, "password-stdin", false, "read the password from stdin (else HERMES_NEW_PASSWORD)")
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a user and revoke its API tokens", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return adminCall(cmd, &bf3, func(ctx context.Context, c pb.HermesClient) error {
+				if _, err := c.DeleteUser(ctx, &pb.DeleteUserRequest{Name: args[0]}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "user %s deleted\n", args[0])
+				return nil
+			})
+		},
+	}
+	bf3.register(del, adminTimeout)
+	list := &cobra.Command{
+		Use: "list", Short: "List the users", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return adminCall(cmd, &bf4, func(ctx context.Context, c pb.HermesClient) error {
+				r, err := c.ListUsers(ctx, &pb.ListUsersRequest{})
+				if err != nil {
+					return err
+				}
+				rows := [][]string{{"NAME", "MECHANISMS"}}
+				for _, u := range r.Users {
+					rows = append(rows, []string{u.Name, strings.Join(u.Mechanisms, ",")})
+				}
+				return table(cmd.OutOrStdout(), rows)
+			})
+		},
+	}
+	bf4.register(list, adminTimeout)
+	cmd.AddCommand(create, passwd, del, list)
+	return cmd
+}
+
+func newTokenCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens"}
+	var (
+		bf1, bf2, bf3 brokerFlags
+		principal     string
+		ttl           time.Duration
+		desc          string
+	)
+	create := &cobra.Command{
+		Use: "create", Short: "Create an API token (printed once: keep it)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return adminCall(cmd, &bf1, func(ctx context.Context, c pb.HermesClient) error {
+				r, err := c.CreateToken(ctx, &pb.CreateTokenRequest{Principal: principal, TtlMs: ttl.Milliseconds(), Description: desc})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), r.Token)
+				fmt.Fprintf(cmd.ErrOrStderr(), "token %s for %s created; it is shown only now\n", r.Info.Id, r.Info.Principal)
+				return nil
+			})
+		},
+	}
+	bf1.register(create, adminTimeout)
+	create.Flags().StringVar(&principal, "principal", "", "the token's principal (default: the caller)")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "expire after this long (0: never)")
+	create.Flags().StringVar(&desc, "description", "", "what the token is for")
+	revoke := &cobra.Command{
+		Use: "revoke ID", Short: "Revoke an API token", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return adminCall(cmd, &bf2, func(ctx context.Context, c pb.HermesClient) error {
+				if _, err := c.RevokeToken(ctx, &pb.RevokeTokenRequest{Id: args[0]}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "token %s revoked\n", args[0])
+				return nil
+			})
+		},
+	}
+	bf2.register(revoke, adminTimeout)
+	list := &cobra.Command{
+		Use: "list", Short: "List API tokens (never their secrets)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return adminCall(cmd, &bf3, func(ctx context.Context, c pb.HermesClient) error {
+				r, err := c.ListTokens(ctx, &pb.ListTokensRequest{})
+				if err != nil {
+					return err
+				}
+				rows := [][]string{{"ID", "PRINCIPAL", "CREATED", "EXPIRES", "DESCRIPTION"}}
+				for _, t := range r.Tokens {
+					exp := "never"
+					if t.ExpiresUnixMs != 0 {
+						exp = time.UnixMilli(t.ExpiresUnixMs).UTC().Format(time.RFC3339)
+					}
+					rows = append(rows, []string{t.Id, t.Principal, time.UnixMilli(t.CreatedUnixMs).UTC().Format(time.RFC3339), exp, t.Description})
+				}
+				return table(cmd.OutOrStdout(), rows)
+			})
+		},
+	}
+	bf3.register(list, adminTimeout)
+	cmd.AddCommand(create, revoke, list)
+	return cmd
+}
+
+// aclFlags are the flags naming an ACL or a filter.
+type aclFlags struct {
+	principal, resource, name, operation, host string
+	prefix, deny, allow                        bool
+}
+
+func (f *aclFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.principal, "principal", "", "principal name, or * for every principal")
+	fs.StringVar(&f.resource, "resource", "", "resource type: topic, group, cluster or transactional-id")
+	fs.StringVar(&f.name, "name", "", "resource name (* for all of the type), or with --prefix a name prefix")
+	fs.BoolVar(&f.prefix, "prefix", false, "--name is a prefix")
+	fs.StringVar(&f.operation, "operation", "", "read, write, create, delete, alter, describe or all")
+	fs.BoolVar(&f.allow, "allow", false, "allow")
+	fs.BoolVar(&f.deny, "deny", false, "deny (wins over allow)")
+	fs.StringVar(&f.host, "host", "", "client address the ACL applies to (default: any)")
+}
+
+var resourceTypes = map[string]pb.ResourceType{"topic": pb.ResourceType_RESOURCE_TYPE_TOPIC, "group": pb.ResourceType_RESOURCE_TYPE_GROUP,
+	"cluster": pb.ResourceType_RESOURCE_TYPE_CLUSTER, "transactional-id": pb.ResourceType_RESOURCE_TYPE_TRANSACTIONAL_ID}
+
+var operations = map[string]pb.Operation{"read": pb.Operation_OPERATION_READ, "write": pb.Operation_OPERATION_WRITE,
+	"create": pb.Operation_OPERATION_CREATE, "delete": pb.Operation_OPERATION_DELETE, "alter": pb.Operation_OPERATION_ALTER,
+	"describe": pb.Operation_OPERATION_DESCRIBE, "all": pb.Operation_OPERATION_ALL}
+
+// acl converts the flags (as a filter, absent ones match anything).
+func (f *aclFlags) acl(filter bool) (*pb.Acl, error) {
+	a := &pb.Acl{Principal: f.principal, Name: f.name, Host: f.host}
+	if f.resource != "" {
+		t, ok := resourceTypes[strings.ToLower(f.resource)]
+		if !ok {
+			return nil, fmt.Errorf("--resource %q: topic, group, cluster or transactional-id", f.resource)
+		}
+		a.ResourceType = t
+	}
+	if f.operation != "" {
+		op, ok := operations[strings.ToLower(f.operation)]
+		if !ok {
+			return nil, fmt.Errorf("--operation %q: read, write, create, delete, alter, describe or all", f.operation)
+		}
+		a.Operation = op
+	}
+	if f.prefix {
+		a.Pattern = pb.PatternType_PATTERN_TYPE_PREFIX
+	} else if !filter {
+		a.Pattern = pb.PatternType_PATTERN_TYPE_LITERAL
+	}
+	switch {
+	case f.allow && f.deny:
+		return nil, fmt.Errorf("--allow or --deny, not both")
+	case f.allow:
+		a.Permission = pb.Permission_PERMISSION_ALLOW
+	case f.deny:
+		a.Permission = pb.Permission_PERMISSION_DENY
+	case !filter:
+		return nil, fmt.Errorf("--allow or --deny is needed")
+	}
+	if !filter && (a.Principal == "" || a.ResourceType == 0 || a.Operation == 0) {
+		return nil, fmt.Errorf("an ACL needs --principal, --resource and --operation (and --name, but for the cluster)")
+	}
+	return a, nil
+}
+
+func newACLCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "acl", Short: "Manage ACLs: deny wins over allow; what no ACL allows is denied"}
+	var (
+		bf1, bf2, bf3 brokerFlags
+		af1, af2, af3 aclFlags
+	)
+	add := &cobra.Command{
+		Use: "add", Short: "Add an ACL", Args: cobra.NoArgs,
+		Example: "  hermes acl add --principal alice --allow --operation write --resource topic --name orders\n" +
+			"  hermes acl add --principal alice --allow --operation read --resource topic --name logs- --prefix",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := af1.acl(false)
+			if err != nil {
+				return err
+			}
+			return adminCall(cmd, &bf1, func(ctx context.Context, c pb.HermesClient) error {
+				if _, err := c.CreateAcls(ctx, &pb.CreateAclsRequest{Acls: []*pb.Acl{a}}); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "ACL added")
+				return nil
+			})
+		},
+	}
+	bf1.register(add, adminTimeout)
+	af1.register(add)
+	remove := &cobra.Command{
+		Use: "remove", Short: "Remove the ACLs the flags match (absent flags match anything)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := af2.acl(true)
+			if err != nil {
+				return err
+			}
+			return adminCall(cmd, &bf2, func(ctx context.Context, c pb.HermesClient) error {
+				r, err := c.DeleteAcls(ctx, &pb.DeleteAclsRequest{Filters: []*pb.Acl{a}})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d ACLs removed\n", r.Deleted)
+				return nil
+			})
+		},
+	}
+	bf2.register(remove, adminTimeout)
+	af2.register(remove)
+	list := &cobra.Command{
+		Use: "list", Short: "List the ACLs the flags match", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := af3.acl(true)
+			if err != nil {
+				return err
+			}
+			return adminCall(cmd, &bf3, func(ctx context.Context, c pb.HermesClient) error {
+				r, err := c.ListAcls(ctx, &pb.ListAclsRequest{Filter: a})
+				if err != nil {
+					return err
+				}
+				rows := [][]string{{"PRINCIPAL", "PERMISSION", "OPERATION", "RESOURCE", "NAME", "PATTERN", "HOST"}}
+				for _, a := range r.Acls {
+					host := a.Host
+					if host == "" {
+						host = "*"
+					}
+					rows = append(rows, []string{a.Principal, enumName(a.Permission.String(), "PERMISSION_"), enumName(a.Operation.String(), "OPERATION_"),
+						enumName(a.ResourceType.String(), "RESOURCE_TYPE_"), a.Name, enumName(a.Pattern.String(), "PATTERN_TYPE_"), host})
+				}
+				return table(cmd.OutOrStdout(), rows)
+			})
+		},
+	}
+	bf3.register(list, adminTimeout)
+	af3.register(list)
+	cmd.AddCommand(add, remove, list)
+	return cmd
+}
+
+func enumName(s, prefix string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s, prefix)), "_", "-")
+}
+
+func newQuotaCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "quota", Short: "Manage quotas per principal and node"}
+	var (
+		bf1, bf2 brokerFlags
+		q        pb.Quota
+	)
+	set := &cobra.Command{
+		Use: "set PRINCIPAL", Short: "Set a principal's quota (* for principals without their own; all 0 removes it)", Args: cobra.ExactArgs(1),
+		Example: "  hermes quota set alice --produce-bytes-per-second 1048576 --requests-per-second 1000",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q.Principal = args[0]
+			return adminCall(cmd, &bf1, func(ctx context.Context, c pb.HermesClient) error {
+				if _, err := c.SetQuota(ctx, &pb.SetQuotaRequest{Quota: &q}); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "quota of %s set\n", args[0])
+				return nil
+			})
+		},
+	}
+	bf1.register(set, adminTimeout)
+	set.Flags().Int64Var(&q.ProduceBytesPerSecond, "produce-bytes-per-second", 0, "record bytes published per second on each node (0: no limit)")
+	set.Flags().Int64Var(&q.FetchBytesPerSecond, "fetch-bytes-per-second", 0, "record bytes read per second on each node (0: no limit)")
+	set.Flags().Int64Var(&q.RequestsPerSecond, "requests-per-second", 0, "requests per second on each node (0: no limit)")
+	list := &cobra.Command{
+		Use: "list", Short: "List the quotas", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return adminCall(cmd, &bf2, func(ctx context.Context, c pb.HermesClient) error {
+				r, err := c.ListQuotas(ctx, &pb.ListQuotasRequest{})
+				if err != nil {
+					return err
+				}
+				rows := [][]string{{"PRINCIPAL", "PRODUCE B/S", "FETCH B/S", "REQUESTS/S"}}
+				for _, q := range r.Quotas {
+					rows = append(rows, []string{q.Principal, itoa(q.ProduceBytesPerSecond), itoa(q.FetchBytesPerSecond), itoa(q.RequestsPerSecond)})
+				}
+				return table(cmd.OutOrStdout(), rows)
+			})
+		},
+	}
+	bf2.register(list, adminTimeout)
+	cmd.AddCommand(set, list)
+	return cmd
+}
