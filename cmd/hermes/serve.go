@@ -75,6 +75,9 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.StringVar(&cfg.Broker.DataDir, "data-dir", "./data", "directory for partition logs and metadata")
 	f.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:50051", "gRPC listen address")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address for /metrics, /healthz, /readyz")
+	f.StringVar(&cfg.KafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (\"\": no Kafka listener)")
+	f.StringVar(&cfg.AdvertiseKafkaAddr, "advertise-kafka-addr", "", "Kafka address clients are told to connect to for this node (default: the --kafka-addr listener; set it when listening on 0.0.0.0)")
+	f.BoolVar(&cfg.KafkaAutoCreateTopics, "kafka-auto-create-topics", false, "let Kafka clients create a topic by asking for its metadata (Kafka's auto.create.topics.enable)")
 	f.Uint64Var(&cc.NodeID, "node-id", 1, "this node's id in its cluster (a single node is a cluster of one); a data directory belongs to the id it was first started with")
 	f.StringVar(&cc.RaftAddr, "raft-addr", "127.0.0.1:50052", "listen address for other nodes (Raft and the internal service); a single node listens too, so that nodes can join it (default: this node's address in --peers, if given)")
 	f.Int64Var(&cfg.Broker.MaxDiskBytes, "max-disk-bytes", 0, "quota on all partition logs; beyond it publishes get RESOURCE_EXHAUSTED (0: none)")
@@ -149,8 +152,12 @@ func serve(cfg server.Config, shutdownTimeout time.Duration) error {
 	if cfg.TLS.Enabled() {
 		scheme = "https"
 	}
-	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    %s://%s (/metrics /healthz /readyz)\n  nodes:   %s (node %d)\n  data:    %s\n",
-		version, s.GRPCAddr(), scheme, s.HTTPAddr(), s.RaftAddr(), s.Broker().NodeID(), cfg.Broker.DataDir)
+	kafkaAddr := s.KafkaAddr()
+	if kafkaAddr == "" {
+		kafkaAddr = "off"
+	}
+	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    %s://%s (REST /v1, GraphQL /graphql, /metrics /healthz /readyz)\n  Kafka:   %s\n  nodes:   %s (node %d)\n  data:    %s\n",
+		version, s.GRPCAddr(), scheme, s.HTTPAddr(), kafkaAddr, s.RaftAddr(), s.Broker().NodeID(), cfg.Broker.DataDir)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	var serveErr error

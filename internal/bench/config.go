@@ -119,7 +119,7 @@ func Defaults() Config {
 		Target: "hermes", Scenario: ScenarioLive, Workers: 60, Duration: 30 * time.Second,
 		Mode: "consistent", Protocol: ProtoGRPC, Size: 100, Partitions: 1, Replicas: 1,
 		GRPCTargets: []string{"127.0.0.1:50051"}, HTTPTargets: []string{"127.0.0.1:8080"},
-		KafkaBrokers: []string{"127.0.0.1:9092"}, NATSURL: "nats://127.0.0.1:4222",
+		KafkaBrokers: []string{"127.0.0.1:19092"}, NATSURL: "nats://127.0.0.1:4222",
 		Verify: true, SlowDelay: 2 * time.Millisecond, DrainTimeout: 2 * time.Minute, DrainIdle: 15 * time.Second,
 		MaxInFlight: DefaultMaxInFlight,
 	}

@@ -95,6 +95,13 @@ type API interface {
 	// administrator's commit on a partition a live member owns),
 	// ErrTopicNotFound, ErrPartitionNotFound, ErrOffsetOutOfRange.
 	CommitOffsets(ctx context.Context, group, member string, offsets []Offset) error
+	// DeleteGroup forgets a group's committed offsets; only the group
+	// coordinator does it. Errors: ErrInvalidTopicName, ErrGroupNotEmpty
+	// while it has live members, ErrGroupNotFound without offsets.
+	DeleteGroup(ctx context.Context, group string) error
+	// GroupCoordinator returns the node coordinating consumer groups.
+	// Errors: retriable ErrUnavailable during an election.
+	GroupCoordinator() (uint64, error)
 	// ListGroups lists the groups the principal may describe that have
 	// live members or committed offsets.
 	ListGroups(ctx context.Context) ([]GroupSummary, error)
@@ -102,6 +109,15 @@ type API interface {
 	// partition of the topics it consumes its committed offset, lag and
 	// owner. Errors: ErrInvalidTopicName, ErrGroupNotFound.
 	DescribeGroup(ctx context.Context, group string) (*GroupDescription, error)
+
+	// Placement reports, for each partition of a topic, its replicas and,
+	// where this node holds one, its leader and the leader's Raft term.
+	// Needs describe on the topic. Errors: ErrInvalidTopicName,
+	// ErrTopicNotFound.
+	Placement(ctx context.Context, topic string) ([]PartitionPlacement, error)
+	// Nodes lists the cluster's nodes and the addresses they advertise;
+	// clients need them to route, so it needs no authorization.
+	Nodes() []ClusterNode
 
 	// DescribeCluster reports the nodes and every partition's leader,
 	// replicas and (where this node leads) its followers' lag.
@@ -124,6 +140,10 @@ type API interface {
 	// once per request or stream and put the principal on the context.
 	// Errors: ErrUnauthenticated.
 	Authenticate(ctx context.Context, c Credentials) (Principal, error)
+	// StartSCRAM begins a SASL SCRAM exchange (SCRAM-SHA-256 or
+	// SCRAM-SHA-512) against the users' stored credentials. Errors:
+	// ErrInvalidArgument for another mechanism.
+	StartSCRAM(mechanism, addr string) (SCRAMExchange, error)
 	// AuthRequired reports whether requests must be authenticated.
 	AuthRequired() bool
 	// Authorize asks whether the request's principal may do a on r, for

@@ -379,3 +379,62 @@ func topicResource(name string) Resource { return Resource{Kind: ResourceTopic, 
 func groupResource(name string) Resource { return Resource{Kind: ResourceGroup, Name: name} }
 
 var clusterResource = Resource{Kind: ResourceCluster}
+
+// SCRAMExchange is the server side of one SASL SCRAM exchange (RFC
+// 5802): client-first → server-first, client-final → server-final and
+// the authenticated principal.
+type SCRAMExchange interface {
+	First(clientFirst []byte) ([]byte, error)
+	// Final checks the client's proof. Errors: ErrUnauthenticated.
+	Final(clientFinal []byte) ([]byte, Principal, error)
+}
+
+// StartSCRAM begins a SCRAM exchange of mechanism ("SCRAM-SHA-256" or
+// "SCRAM-SHA-512") against the users' stored credentials, for a client
+// at addr. Errors: ErrInvalidArgument for another mechanism.
+func (b *Broker) StartSCRAM(mechanism, addr string) (SCRAMExchange, error) {
+	m := auth.Mechanism(mechanism)
+	st := b.authn.state.Load()
+	srv, err := auth.NewScramServer(m, func(user string) (auth.Credential, bool) {
+		for _, c := range st.users[user] {
+			if c.Mechanism == m {
+				return c, true
+			}
+		}
+		return auth.Credential{}, false
+	})
+	if err != nil {
+		return nil, errorf(ErrInvalidArgument, "%v", err)
+	}
+	return &scramExchange{b: b, srv: srv, addr: addr}, nil
+}
+
+type scramExchange struct {
+	b    *Broker
+	srv  *auth.ScramServer
+	addr string
+	user string
+}
+
+func (x *scramExchange) First(clientFirst []byte) ([]byte, error) {
+	out, err := x.srv.First(clientFirst)
+	if err != nil {
+		x.fail(err)
+		return nil, errorf(ErrUnauthenticated, "%v", err)
+	}
+	return out, nil
+}
+
+func (x *scramExchange) Final(clientFinal []byte) ([]byte, Principal, error) {
+	out, user, err := x.srv.Final(clientFinal)
+	if err != nil {
+		x.fail(err)
+		return nil, Principal{Addr: x.addr}, errorf(ErrUnauthenticated, "%v", err)
+	}
+	return out, Principal{Name: user, Via: "scram", Addr: x.addr}, nil
+}
+
+func (x *scramExchange) fail(err error) {
+	x.b.m.authFailures.Inc()
+	x.b.audit.Warn("authentication failed", "addr", x.addr, "mechanism", "SCRAM", "result", "denied", "err", err)
+}

@@ -427,16 +427,76 @@ func topicConfigFromCluster(c *cpb.TopicConfig) TopicConfig {
 type ClusterNode struct {
 	ID                 uint64
 	GRPCAddr, HTTPAddr string
+	// KafkaAddr is where Kafka clients reach the node ("" without a
+	// Kafka listener).
+	KafkaAddr string
 }
 
 // ClusterNodes lists the registered nodes (nil on a single node).
 func (b *Broker) ClusterNodes() []ClusterNode {
 	var out []ClusterNode
 	for _, n := range b.cl.Meta().Nodes() {
-		out = append(out, ClusterNode{ID: n.ID, GRPCAddr: n.GRPCAddr, HTTPAddr: n.HTTPAddr})
+		out = append(out, ClusterNode{ID: n.ID, GRPCAddr: n.GRPCAddr, HTTPAddr: n.HTTPAddr, KafkaAddr: n.KafkaAddr})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Nodes lists the cluster's nodes and the addresses they advertise,
+// sorted by id; before this node has registered, it lists itself.
+func (b *Broker) Nodes() []ClusterNode {
+	nodes := b.ClusterNodes()
+	for _, n := range nodes {
+		if n.ID == b.cfg.Cluster.NodeID {
+			return nodes
+		}
+	}
+	c := b.cfg.Cluster
+	self := ClusterNode{ID: c.NodeID, GRPCAddr: c.GRPCAddr, HTTPAddr: c.HTTPAddr, KafkaAddr: c.KafkaAddr}
+	nodes = append(nodes, self)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
+	return nodes
+}
+
+// PartitionPlacement says where a partition is served.
+type PartitionPlacement struct {
+	Partition int32
+	// Leader is the node leading the partition's Raft group as this node
+	// last saw it (0: none known).
+	Leader uint64
+	// LeaderTerm is the group's Raft term as this node knows it: the
+	// leader's term when this node leads (Kafka's leader epoch).
+	LeaderTerm uint64
+	Replicas   []uint64
+	// Local: this node holds a replica (Leader and LeaderTerm are known
+	// only then; elsewhere they come from the metadata group's view).
+	Local bool
+}
+
+// Placement reports where each partition of a topic is served.
+func (b *Broker) Placement(ctx context.Context, topic string) ([]PartitionPlacement, error) {
+	if err := b.authorize(ctx, ActionDescribe, topicResource(topic)); err != nil {
+		return nil, err
+	}
+	t, err := b.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	ct, _ := b.cl.Meta().Topic(t.name)
+	parts := t.partitions()
+	out := make([]PartitionPlacement, len(parts))
+	for i, p := range parts {
+		pp := PartitionPlacement{Partition: p.id, Replicas: slices.Clone(p.replicas)}
+		if ct != nil && int(p.id) < len(ct.Replicas) {
+			pp.Replicas = slices.Clone(ct.Replicas[p.id])
+		}
+		if p.rep != nil {
+			pp.Local = true
+			pp.Leader, pp.LeaderTerm = p.rep.Leader(), p.rep.Term()
+		}
+		out[i] = pp
+	}
+	return out, nil
 }
 
 // leaderAddr is the gRPC address of a node, when known.

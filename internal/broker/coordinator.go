@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker/nodepb"
+	"github.com/hermes-mq/hermes/internal/cluster"
+	cpb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -591,4 +593,55 @@ func (b *Broker) CommitOffsets(ctx context.Context, group, memberID string, offs
 		return b.callError(node, err)
 	}
 	return b.errorOrNil(resp.GetError())
+}
+
+// GroupCoordinator returns the node that coordinates consumer groups:
+// the metadata group's leader. Errors: retriable ErrUnavailable during
+// an election.
+func (b *Broker) GroupCoordinator() (uint64, error) {
+	_, node, err := b.coordinator()
+	return node, err
+}
+
+// DeleteGroup forgets a group's committed offsets. Only the coordinator
+// does it (elsewhere: a retriable ErrUnavailable naming it). Errors:
+// ErrInvalidTopicName, ErrGroupNotEmpty while the group has live
+// members, ErrGroupNotFound when it has no committed offsets.
+func (b *Broker) DeleteGroup(ctx context.Context, group string) (err error) {
+	if err := ValidateName("group", group); err != nil {
+		return err
+	}
+	if err := b.authorize(ctx, ActionDelete, groupResource(group)); err != nil {
+		return err
+	}
+	local, _, err := b.coordinator()
+	if err != nil {
+		return err
+	}
+	if !local {
+		return b.notCoordinator()
+	}
+	defer func() { b.auditChange(ctx, "group deleted", err, "group", group) }()
+	m := b.groups
+	m.mu.Lock()
+	if gs := m.groups[group]; gs != nil && len(gs.subs) > 0 {
+		m.mu.Unlock()
+		return errorf(ErrGroupNotEmpty, "group %q has %d live members", group, len(gs.subs))
+	}
+	m.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = b.cl.Meta().Run(rctx, &cpb.Command{Kind: &cpb.Command_DeleteGroup{DeleteGroup: &cpb.DeleteGroup{Group: group}}})
+	switch {
+	case errors.Is(err, cluster.ErrNotFound):
+		return errorf(ErrGroupNotFound, "group %q has no committed offsets", group)
+	case err != nil:
+		return &kindError{kind: ErrUnavailable, retryAfter: metadataRetry, msg: fmt.Sprintf("delete group %q: %v", group, err)}
+	}
+	m.mu.Lock()
+	if gs := m.groups[group]; gs != nil && len(gs.subs) == 0 {
+		delete(m.groups, group)
+	}
+	m.mu.Unlock()
+	return nil
 }

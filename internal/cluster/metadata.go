@@ -65,6 +65,7 @@ func (t *Topic) Target(p int) []uint64 {
 type NodeInfo struct {
 	ID                           uint64
 	RaftAddr, GRPCAddr, HTTPAddr string
+	KafkaAddr                    string
 }
 
 // Metadata is the state of the cluster. Not safe for concurrent use: the
@@ -153,7 +154,7 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		return Change{Deleted: t}, nil
 	case *pb.Command_RegisterNode:
 		n := &NodeInfo{ID: k.RegisterNode.GetId(), RaftAddr: k.RegisterNode.GetRaftAddr(),
-			GRPCAddr: k.RegisterNode.GetGrpcAddr(), HTTPAddr: k.RegisterNode.GetHttpAddr()}
+			GRPCAddr: k.RegisterNode.GetGrpcAddr(), HTTPAddr: k.RegisterNode.GetHttpAddr(), KafkaAddr: k.RegisterNode.GetKafkaAddr()}
 		if n.ID == 0 {
 			return Change{}, fmt.Errorf("%w: node id 0", ErrBadCommand)
 		}
@@ -161,6 +162,13 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		return Change{Node: n}, nil
 	case *pb.Command_CommitOffsets:
 		return m.commitOffsets(k.CommitOffsets)
+	case *pb.Command_DeleteGroup:
+		g := k.DeleteGroup.GetGroup()
+		if _, ok := m.offsets[g]; !ok {
+			return Change{}, fmt.Errorf("%w: group %q has no committed offsets", ErrNotFound, g)
+		}
+		delete(m.offsets, g)
+		return Change{}, nil
 	case *pb.Command_Barrier:
 		return Change{}, nil
 	case *pb.Command_ReassignPartitions:
@@ -539,7 +547,7 @@ func (t *Topic) clone() *Topic {
 func (m *Metadata) Snapshot() *pb.Snapshot {
 	s := &pb.Snapshot{}
 	for _, n := range m.Nodes() {
-		s.Nodes = append(s.Nodes, &pb.RegisterNode{Id: n.ID, RaftAddr: n.RaftAddr, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr})
+		s.Nodes = append(s.Nodes, &pb.RegisterNode{Id: n.ID, RaftAddr: n.RaftAddr, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, KafkaAddr: n.KafkaAddr})
 	}
 	for _, t := range m.Topics() {
 		s.Topics = append(s.Topics, topicState(t))
@@ -566,7 +574,7 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 	*m = *NewMetadata()
 	m.Applied = index
 	for _, n := range s.GetNodes() {
-		m.nodes[n.GetId()] = &NodeInfo{ID: n.GetId(), RaftAddr: n.GetRaftAddr(), GRPCAddr: n.GetGrpcAddr(), HTTPAddr: n.GetHttpAddr()}
+		m.nodes[n.GetId()] = &NodeInfo{ID: n.GetId(), RaftAddr: n.GetRaftAddr(), GRPCAddr: n.GetGrpcAddr(), HTTPAddr: n.GetHttpAddr(), KafkaAddr: n.GetKafkaAddr()}
 	}
 	for _, ts := range s.GetTopics() {
 		t := &Topic{Name: ts.GetName(), ID: ts.GetId(), Config: proto.Clone(ts.GetConfig()).(*pb.TopicConfig)}

@@ -22,6 +22,7 @@ func (r *Replica) handleReadies() error {
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.store.SetHardState(rd.HardState)
+			r.term.Store(rd.HardState.GetTerm())
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			if err := r.installSnapshot(rd.Snapshot); err != nil {

@@ -230,6 +230,8 @@ type Replica struct {
 	// leadIndex is the index of the first entry of this replica's term
 	// while it leads (0 otherwise).
 	leadIndex atomic.Uint64
+	// term is the group's Raft term as this replica last stored it.
+	term atomic.Uint64
 	// applied is the index of the last entry applied (handed to OnCommit).
 	applied atomic.Uint64
 	// reads are the ReadIndex requests waiting for their index, by request
@@ -288,6 +290,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 		room: make(chan struct{}), failedc: make(chan struct{}), boot: boot, leaderc: make(chan struct{}),
 	}
 	r.applied.Store(rc.Applied)
+	r.term.Store(hs.GetTerm())
 	r.noteVoters()
 	// A bootstrap's configuration is stored first; a group of one then
 	// elects itself and applies what it had committed before a restart,
@@ -503,6 +506,12 @@ func (r *Replica) Leading() bool {
 // Leader returns the node id of the group's leader as last seen (0: none).
 func (r *Replica) Leader() uint64 {
 	return r.leader.Load()
+}
+
+// Term returns the group's Raft term as this replica last stored it: the
+// leader's term when this replica leads (Kafka's leader epoch).
+func (r *Replica) Term() uint64 {
+	return r.term.Load()
 }
 
 // Campaign starts an election for this replica now, unless the group has

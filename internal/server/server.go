@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	grpcapi "github.com/hermes-mq/hermes/internal/api/grpc"
+	"github.com/hermes-mq/hermes/internal/api/kafka"
 	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/bufpool"
 	"github.com/hermes-mq/hermes/internal/replication"
@@ -44,6 +45,13 @@ type Config struct {
 	// nodes and clients reach this node at, when they differ from the
 	// listen addresses (e.g. listening on 0.0.0.0 in a container).
 	AdvertiseGRPCAddr, AdvertiseHTTPAddr string
+	// KafkaAddr is the Kafka protocol's listen address ("": no Kafka
+	// listener); AdvertiseKafkaAddr what Kafka clients are told to
+	// connect to (default: the listener's address).
+	KafkaAddr, AdvertiseKafkaAddr string
+	// KafkaAutoCreateTopics lets Kafka clients create topics by asking
+	// for their metadata (Kafka's auto.create.topics.enable).
+	KafkaAutoCreateTopics bool
 	// TLS is the certificate of the client listeners (gRPC and HTTP);
 	// with its CA, clients may authenticate with certificates it signed.
 	// Not enabled: plaintext.
@@ -77,6 +85,8 @@ type Server struct {
 	http     *http.Server
 	grpcLis  net.Listener
 	httpLis  net.Listener
+	kafkaLis net.Listener
+	kafka    *kafka.Server
 	serveErr chan error
 }
 
@@ -130,8 +140,21 @@ func Start(cfg Config) (*Server, error) {
 		s.grpcLis.Close()
 		return nil, fmt.Errorf("listen HTTP on %s: %w", cfg.HTTPAddr, err)
 	}
+	if cfg.KafkaAddr != "" {
+		if s.kafkaLis, err = net.Listen("tcp", cfg.KafkaAddr); err != nil {
+			s.grpcLis.Close()
+			s.httpLis.Close()
+			return nil, fmt.Errorf("listen Kafka on %s: %w", cfg.KafkaAddr, err)
+		}
+	}
 	c := &cfg.Broker.Cluster // advertise what clients can reach
 	c.GRPCAddr, c.HTTPAddr = s.grpcLis.Addr().String(), s.httpLis.Addr().String()
+	if s.kafkaLis != nil {
+		c.KafkaAddr = s.kafkaLis.Addr().String()
+		if cfg.AdvertiseKafkaAddr != "" {
+			c.KafkaAddr = cfg.AdvertiseKafkaAddr
+		}
+	}
 	if cfg.AdvertiseGRPCAddr != "" {
 		c.GRPCAddr = cfg.AdvertiseGRPCAddr
 	}
@@ -142,6 +165,9 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		s.grpcLis.Close()
 		s.httpLis.Close()
+		if s.kafkaLis != nil {
+			s.kafkaLis.Close()
+		}
 		return nil, err
 	}
 	s.broker = b
@@ -170,9 +196,18 @@ func Start(cfg Config) (*Server, error) {
 			s.serveErr <- err
 		}
 	}()
+	if s.kafkaLis != nil {
+		s.kafka = kafka.New(b, kafka.Config{Advertise: c.KafkaAddr, AutoCreateTopics: cfg.KafkaAutoCreateTopics,
+			TLS: clientTLS, Logger: cfg.Logger})
+		go func() {
+			if err := s.kafka.Serve(s.kafkaLis); err != nil {
+				s.serveErr <- err
+			}
+		}()
+	}
 	topics, _ := b.Topics(context.Background())
 	s.log.Info("hermes started", "node", b.NodeID(), "version", cfg.Version,
-		"grpc", s.grpcLis.Addr().String(), "http", s.httpLis.Addr().String(),
+		"grpc", s.grpcLis.Addr().String(), "http", s.httpLis.Addr().String(), "kafka", s.KafkaAddr(),
 		"tls", cfg.TLS.Enabled(), "node_tls", cfg.NodeTLS.Enabled(),
 		"data_dir", cfg.Broker.DataDir, "topics", len(topics), "startup", time.Since(started))
 	return s, nil
@@ -184,8 +219,8 @@ func Start(cfg Config) (*Server, error) {
 // TLS, unless AllowInsecure (then it warns).
 func (cfg *Config) checkExposure() error {
 	var open []string
-	for _, l := range []struct{ name, addr string }{{"--grpc-addr", cfg.GRPCAddr}, {"--http-addr", cfg.HTTPAddr}} {
-		if !loopback(l.addr) {
+	for _, l := range []struct{ name, addr string }{{"--grpc-addr", cfg.GRPCAddr}, {"--http-addr", cfg.HTTPAddr}, {"--kafka-addr", cfg.KafkaAddr}} {
+		if l.addr != "" && !loopback(l.addr) {
 			if !cfg.Broker.Auth.Required {
 				open = append(open, fmt.Sprintf("%s %s: clients are not authenticated (--auth)", l.name, l.addr))
 			}
@@ -256,6 +291,14 @@ func (s *Server) httpHandler(reg *prometheus.Registry) http.Handler {
 func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
+// KafkaAddr is the bound Kafka listener address ("" without one).
+func (s *Server) KafkaAddr() string {
+	if s.kafkaLis == nil {
+		return ""
+	}
+	return s.kafkaLis.Addr().String()
+}
+
 // RaftAddr is the address other nodes reach this node at.
 func (s *Server) RaftAddr() string { return s.broker.RaftAddr() }
 
@@ -282,6 +325,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.grpc.Stop()
 	}
 	s.http.Shutdown(ctx)
+	if s.kafka != nil {
+		s.kafka.Close()
+	}
 	err := s.broker.Close()
 	s.log.Info("hermes stopped")
 	return err

@@ -135,9 +135,11 @@ type Node struct {
 	DataDir  string
 	GRPCAddr string
 	HTTPAddr string
-	RaftAddr string   // where other nodes reach it
-	Args     []string // extra serve flags
-	logPath  string
+	// KafkaAddr is the node's Kafka listener.
+	KafkaAddr string
+	RaftAddr  string   // where other nodes reach it
+	Args      []string // extra serve flags
+	logPath   string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -174,7 +176,7 @@ func newNode(t testing.TB, args ...string) *Node {
 	args = withNodeTLS(t, args)
 	n := &Node{
 		t: t, bin: Binary(t), DataDir: filepath.Join(t.TempDir(), "data"),
-		GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), Args: args,
+		GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), KafkaAddr: FreeAddr(t), Args: args,
 	}
 	n.logPath = filepath.Join(t.TempDir(), "hermes.log")
 	t.Cleanup(func() {
@@ -251,7 +253,7 @@ func (n *Node) Start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	args := append([]string{"serve", "--data-dir", n.DataDir, "--grpc-addr", n.GRPCAddr, "--http-addr", n.HTTPAddr}, n.Args...)
+	args := append([]string{"serve", "--data-dir", n.DataDir, "--grpc-addr", n.GRPCAddr, "--http-addr", n.HTTPAddr, "--kafka-addr", n.KafkaAddr}, n.Args...)
 	cmd := exec.Command(n.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

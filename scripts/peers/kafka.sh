@@ -8,8 +8,8 @@
 #
 # Kafka's jars come from Maven Central through Maven (`mvn
 # dependency:copy-dependencies` on a generated pom: Maven knows its own
-# repository); Java 17 runs them. Brokers listen on 127.0.0.1:9092 (3
-# nodes: also :9094, :9096), controllers on the next port up. State lives
+# repository); Java 17 runs them. Brokers listen on 127.0.0.1:19092 (3
+# nodes: also :19094, :19096; 9092 is Hermes' own Kafka listener), controllers on the next port up. State lives
 # in $KAFKA_DIR (default /tmp/hermes-peers/kafka); each process is stopped
 # by the PID in its pid file, never by name.
 #
@@ -50,14 +50,14 @@ POM
 # props INDEX NODES: the server.properties of node INDEX.
 props() {
 	local i=$1 n=$2 voters=""
-	for j in $(seq 1 "$n"); do voters="$voters${voters:+,}$j@127.0.0.1:$((9091 + 2 * j))"; done
+	for j in $(seq 1 "$n"); do voters="$voters${voters:+,}$j@127.0.0.1:$((19091 + 2 * j))"; done
 	local rf=$((n < 3 ? 1 : 3)) isr=$((n < 3 ? 1 : 2))
 	cat <<PROPS
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$((9090 + 2 * i)),CONTROLLER://127.0.0.1:$((9091 + 2 * i))
-advertised.listeners=PLAINTEXT://127.0.0.1:$((9090 + 2 * i))
+listeners=PLAINTEXT://127.0.0.1:$((19090 + 2 * i)),CONTROLLER://127.0.0.1:$((19091 + 2 * i))
+advertised.listeners=PLAINTEXT://127.0.0.1:$((19090 + 2 * i))
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
@@ -113,7 +113,7 @@ start() {
 		echo $! >"$DIR/n$i/pid"
 	done
 	for i in $(seq 1 "$nodes"); do
-		local port=$((9090 + 2 * i))
+		local port=$((19090 + 2 * i))
 		for _ in $(seq 1 300); do
 			(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 			kill -0 "$(cat "$DIR/n$i/pid")" 2>/dev/null || { echo "n$i exited; see $DIR/n$i/" >&2; exit 1; }

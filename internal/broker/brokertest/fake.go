@@ -38,6 +38,8 @@ type Fake struct {
 	// Errs, by method name, is returned by that method instead of doing
 	// anything. Set it before the adapter runs.
 	Errs map[string]error
+	// KafkaAddr is what Nodes reports as node 1's Kafka address.
+	KafkaAddr string
 	// security is the access-control state (security.go).
 	security *fakeSec
 }
@@ -386,3 +388,45 @@ func (f *Fake) NodeID() uint64 { return 1 }
 
 // Ready is true.
 func (f *Fake) Ready() bool { return true }
+
+// Placement places every partition on node 1, its leader in term 1.
+func (f *Fake) Placement(ctx context.Context, topic string) ([]broker.PartitionPlacement, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "Placement"); err != nil {
+		return nil, err
+	}
+	t, err := f.topicLocked(topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]broker.PartitionPlacement, len(t.logs))
+	for i := range out {
+		out[i] = broker.PartitionPlacement{Partition: int32(i), Leader: 1, LeaderTerm: 1, Replicas: []uint64{1}, Local: true}
+	}
+	return out, nil
+}
+
+// Nodes lists node 1 with the fake's KafkaAddr.
+func (f *Fake) Nodes() []broker.ClusterNode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []broker.ClusterNode{{ID: 1, KafkaAddr: f.KafkaAddr}}
+}
+
+// GroupCoordinator is node 1.
+func (f *Fake) GroupCoordinator() (uint64, error) { return 1, nil }
+
+// DeleteGroup forgets a group's offsets.
+func (f *Fake) DeleteGroup(ctx context.Context, group string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "DeleteGroup"); err != nil {
+		return err
+	}
+	if _, ok := f.offsets[group]; !ok {
+		return broker.Errorf(broker.ErrGroupNotFound, "group %q has no committed offsets", group)
+	}
+	delete(f.offsets, group)
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/auth"
 	"github.com/hermes-mq/hermes/internal/broker"
 )
 
@@ -264,4 +265,44 @@ func (f *Fake) Quotas(ctx context.Context) (map[string]broker.Quota, error) {
 		out[p] = q
 	}
 	return out, nil
+}
+
+// StartSCRAM runs a real SCRAM exchange against the Fake's passwords.
+func (f *Fake) StartSCRAM(mechanism, addr string) (broker.SCRAMExchange, error) {
+	m := auth.Mechanism(mechanism)
+	srv, err := auth.NewScramServer(m, func(user string) (auth.Credential, bool) {
+		f.mu.Lock()
+		pw, ok := f.sec().passwords[user]
+		f.mu.Unlock()
+		if !ok {
+			return auth.Credential{}, false
+		}
+		c, err := auth.NewCredential(m, pw, 4096)
+		return c, err == nil
+	})
+	if err != nil {
+		return nil, broker.Errorf(broker.ErrInvalidArgument, "%v", err)
+	}
+	return &fakeSCRAM{srv: srv, addr: addr}, nil
+}
+
+type fakeSCRAM struct {
+	srv  *auth.ScramServer
+	addr string
+}
+
+func (x *fakeSCRAM) First(b []byte) ([]byte, error) {
+	out, err := x.srv.First(b)
+	if err != nil {
+		return nil, broker.Errorf(broker.ErrUnauthenticated, "%v", err)
+	}
+	return out, nil
+}
+
+func (x *fakeSCRAM) Final(b []byte) ([]byte, broker.Principal, error) {
+	out, user, err := x.srv.Final(b)
+	if err != nil {
+		return nil, broker.Principal{}, broker.Errorf(broker.ErrUnauthenticated, "%v", err)
+	}
+	return out, broker.Principal{Name: user, Via: "scram", Addr: x.addr}, nil
 }

@@ -47,6 +47,7 @@ type Command struct {
 	//	*Command_AddAcls
 	//	*Command_RemoveAcls
 	//	*Command_SetQuota
+	//	*Command_DeleteGroup
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -249,6 +250,15 @@ func (x *Command) GetSetQuota() *SetQuota {
 	return nil
 }
 
+func (x *Command) GetDeleteGroup() *DeleteGroup {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteGroup); ok {
+			return x.DeleteGroup
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -329,6 +339,11 @@ type Command_SetQuota struct {
 	SetQuota *SetQuota `protobuf:"bytes,18,opt,name=set_quota,json=setQuota,proto3,oneof"`
 }
 
+type Command_DeleteGroup struct {
+	// A consumer group's committed offsets are forgotten.
+	DeleteGroup *DeleteGroup `protobuf:"bytes,19,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
@@ -362,6 +377,8 @@ func (*Command_AddAcls) isCommand_Kind() {}
 func (*Command_RemoveAcls) isCommand_Kind() {}
 
 func (*Command_SetQuota) isCommand_Kind() {}
+
+func (*Command_DeleteGroup) isCommand_Kind() {}
 
 // PutUser creates a user or replaces its credentials (create: only if it
 // does not exist; else only if it does).
@@ -1509,19 +1526,66 @@ func (x *DeleteTopic) GetName() string {
 	return ""
 }
 
-type RegisterNode struct {
+type DeleteGroup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	HttpAddr      string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroup) Reset() {
+	*x = DeleteGroup{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroup) ProtoMessage() {}
+
+func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
+func (*DeleteGroup) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DeleteGroup) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type RegisterNode struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	HttpAddr string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// kafka_addr is where Kafka clients reach the node ("" without a Kafka
+	// listener).
+	KafkaAddr     string `protobuf:"bytes,5,opt,name=kafka_addr,json=kafkaAddr,proto3" json:"kafka_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1597,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1610,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisterNode) GetId() uint64 {
@@ -1577,6 +1641,13 @@ func (x *RegisterNode) GetHttpAddr() string {
 	return ""
 }
 
+func (x *RegisterNode) GetKafkaAddr() string {
+	if x != nil {
+		return x.KafkaAddr
+	}
+	return ""
+}
+
 // CommitOffsets records a consumer group's committed offsets (the next
 // offset to consume) on partitions of existing topics.
 type CommitOffsets struct {
@@ -1589,7 +1660,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1672,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1685,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -1642,7 +1713,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1725,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1738,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1699,7 +1770,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1782,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1795,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 // Snapshot is the whole metadata state, for a node that joins late.
@@ -1743,7 +1814,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1826,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1839,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -1833,7 +1904,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1916,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1929,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopicState) GetName() string {
@@ -1901,7 +1972,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +1984,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +1997,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -1947,8 +2018,7 @@ var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xd1\n" +
-	"\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\x9f\v\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
@@ -1971,7 +2041,8 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\badd_acls\x18\x10 \x01(\v2#.hermes.internal.cluster.v1.AddAclsH\x00R\aaddAcls\x12I\n" +
 	"\vremove_acls\x18\x11 \x01(\v2&.hermes.internal.cluster.v1.RemoveAclsH\x00R\n" +
 	"removeAcls\x12C\n" +
-	"\tset_quota\x18\x12 \x01(\v2$.hermes.internal.cluster.v1.SetQuotaH\x00R\bsetQuotaB\x06\n" +
+	"\tset_quota\x18\x12 \x01(\v2$.hermes.internal.cluster.v1.SetQuotaH\x00R\bsetQuota\x12L\n" +
+	"\fdelete_group\x18\x13 \x01(\v2'.hermes.internal.cluster.v1.DeleteGroupH\x00R\vdeleteGroupB\x06\n" +
 	"\x04kind\"\x84\x01\n" +
 	"\aPutUser\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12M\n" +
@@ -2055,12 +2126,16 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x06config\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\x12\x1b\n" +
 	"\tassign_id\x18\x03 \x01(\bR\bassignId\"!\n" +
 	"\vDeleteTopic\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"u\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"#\n" +
+	"\vDeleteGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x94\x01\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
-	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"h\n" +
+	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x1d\n" +
+	"\n" +
+	"kafka_addr\x18\x05 \x01(\tR\tkafkaAddr\"h\n" +
 	"\rCommitOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
 	"\aoffsets\x18\x02 \x03(\v2'.hermes.internal.cluster.v1.GroupOffsetR\aoffsets\"Y\n" +
@@ -2101,7 +2176,7 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*Command)(nil),              // 0: hermes.internal.cluster.v1.Command
 	(*PutUser)(nil),              // 1: hermes.internal.cluster.v1.PutUser
@@ -2123,20 +2198,21 @@ var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*TopicConfig)(nil),          // 17: hermes.internal.cluster.v1.TopicConfig
 	(*CreateTopic)(nil),          // 18: hermes.internal.cluster.v1.CreateTopic
 	(*DeleteTopic)(nil),          // 19: hermes.internal.cluster.v1.DeleteTopic
-	(*RegisterNode)(nil),         // 20: hermes.internal.cluster.v1.RegisterNode
-	(*CommitOffsets)(nil),        // 21: hermes.internal.cluster.v1.CommitOffsets
-	(*GroupOffset)(nil),          // 22: hermes.internal.cluster.v1.GroupOffset
-	(*Barrier)(nil),              // 23: hermes.internal.cluster.v1.Barrier
-	(*Snapshot)(nil),             // 24: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),           // 25: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil),       // 26: hermes.internal.cluster.v1.PartitionState
+	(*DeleteGroup)(nil),          // 20: hermes.internal.cluster.v1.DeleteGroup
+	(*RegisterNode)(nil),         // 21: hermes.internal.cluster.v1.RegisterNode
+	(*CommitOffsets)(nil),        // 22: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),          // 23: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),              // 24: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),             // 25: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),           // 26: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil),       // 27: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
 	18, // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
 	19, // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	20, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	21, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	23, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	21, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	22, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	24, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
 	14, // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
 	15, // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
 	16, // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
@@ -2149,27 +2225,28 @@ var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
 	7,  // 14: hermes.internal.cluster.v1.Command.add_acls:type_name -> hermes.internal.cluster.v1.AddAcls
 	8,  // 15: hermes.internal.cluster.v1.Command.remove_acls:type_name -> hermes.internal.cluster.v1.RemoveAcls
 	10, // 16: hermes.internal.cluster.v1.Command.set_quota:type_name -> hermes.internal.cluster.v1.SetQuota
-	2,  // 17: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
-	6,  // 18: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
-	9,  // 19: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
-	6,  // 20: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
-	11, // 21: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
-	17, // 22: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	22, // 23: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
-	20, // 24: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	25, // 25: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	21, // 26: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	1,  // 27: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
-	4,  // 28: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
-	6,  // 29: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
-	10, // 30: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
-	17, // 31: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	26, // 32: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	20, // 17: hermes.internal.cluster.v1.Command.delete_group:type_name -> hermes.internal.cluster.v1.DeleteGroup
+	2,  // 18: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
+	6,  // 19: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
+	9,  // 20: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
+	6,  // 21: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
+	11, // 22: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
+	17, // 23: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	23, // 24: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	21, // 25: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	26, // 26: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	22, // 27: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	1,  // 28: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
+	4,  // 29: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
+	6,  // 30: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
+	10, // 31: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
+	17, // 32: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	27, // 33: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -2195,6 +2272,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_AddAcls)(nil),
 		(*Command_RemoveAcls)(nil),
 		(*Command_SetQuota)(nil),
+		(*Command_DeleteGroup)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2202,7 +2280,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,181 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// Fetch (v4–v12): committed records of each partition from its fetch
+// offset, as whole record batches (the first may start before the
+// offset; clients skip those records), up to the partition's and the
+// request's max bytes — at least one batch when there is one, however
+// large, as Kafka. When fewer than min bytes are there, the fetch waits
+// up to max wait for records of any of its partitions. Fetch sessions
+// (KIP-227) are kept per node (fetch_session.go). Only a partition's
+// leader serves its fetches; the leader epoch a client sends is checked
+// against the partition's Raft term.
+//
+// Without transactions the last stable offset is the high watermark and
+// there are no aborted transactions, so read_committed and
+// read_uncommitted read alike.
+func init() {
+	register(kmsg.Fetch, 4, 12, async(fetch))
+}
+
+// maxFetchWait bounds a fetch's max wait.
+const maxFetchWait = 30 * time.Second
+
+type fetchPart struct {
+	topic     string
+	partition int32
+	offset    int64
+	maxBytes  int32
+	epoch     int32 // the client's current leader epoch, or -1
+	out       *kmsg.FetchResponseTopicPartition
+}
+
+func fetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.ReplicaID >= 0 {
+		// Only Hermes nodes replicate, over Raft.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp
+	}
+	parts, errCode := c.s.sessions.resolve(req, resp)
+	if errCode != 0 {
+		resp.ErrorCode = errCode
+		return resp
+	}
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	wait = min(max(wait, 0), maxFetchWait)
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 50 << 20
+	}
+	total := c.readParts(parts, maxBytes, 0)
+	if total < int(max(req.MinBytes, 1)) && wait > 0 {
+		c.waitForRecords(parts, wait)
+		total += c.readParts(parts, maxBytes-total, 0)
+	}
+	c.s.sessions.respond(req, resp, parts)
+	return resp
+}
+
+// readParts reads the partitions that have no records yet, within
+// budget bytes (the first partition with records gets at least one
+// batch), and returns the bytes added.
+func (c *conn) readParts(parts []*fetchPart, budget int, wait time.Duration) int {
+	added := 0
+	self := c.s.api.NodeID()
+	placements := map[string][]broker.PartitionPlacement{}
+	for _, fp := range parts {
+		if fp.out.ErrorCode != 0 || len(fp.out.RecordBatches) > 0 {
+			continue
+		}
+		place, ok := placements[fp.topic]
+		if !ok {
+			var err error
+			if place, err = c.s.api.Placement(c.context(), fp.topic); err != nil {
+				fp.out.ErrorCode = code(err, scopeTopic)
+				continue
+			}
+			placements[fp.topic] = place
+		}
+		if fp.partition < 0 || int(fp.partition) >= len(place) {
+			fp.out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			continue
+		}
+		pp := place[fp.partition]
+		if pp.Leader != self {
+			fp.out.ErrorCode = kerr.NotLeaderForPartition.Code
+			continue
+		}
+		if code := checkEpoch(fp.epoch, pp.LeaderTerm); code != 0 {
+			fp.out.ErrorCode = code
+			continue
+		}
+		limit := int(fp.maxBytes)
+		if limit <= 0 || limit > budget-added {
+			limit = budget - added
+		}
+		if limit <= 0 && added > 0 {
+			continue
+		}
+		res, err := c.s.api.Fetch(c.context(), broker.FetchRequest{Topic: fp.topic, Partition: fp.partition, Offset: fp.offset,
+			MaxBytes: max(limit, 1), MaxWait: wait})
+		if err != nil {
+			fp.out.ErrorCode = code(err, scopeTopic)
+			if errors.Is(err, broker.ErrOffsetOutOfRange) {
+				fp.out.ErrorCode = kerr.OffsetOutOfRange.Code
+			}
+			continue
+		}
+		fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = res.HighWatermark, res.HighWatermark, res.StartOffset
+		fp.out.RecordBatches = appendBatches(fp.out.RecordBatches[:0], res.Batches)
+		added += len(fp.out.RecordBatches)
+	}
+	return added
+}
+
+// checkEpoch compares the leader epoch a client believes current with
+// the partition's Raft term: a client behind must refresh its metadata
+// (FENCED_LEADER_EPOCH), one ahead knows of a leader this node has not
+// heard of yet (UNKNOWN_LEADER_EPOCH).
+func checkEpoch(client int32, term uint64) int16 {
+	switch {
+	case client < 0:
+		return 0
+	case int64(client) < int64(term):
+		return kerr.FencedLeaderEpoch.Code
+	case int64(client) > int64(term):
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}
+
+// appendBatches converts stored batches to Kafka record batches.
+func appendBatches(dst []byte, batches [][]byte) []byte {
+	var recs []record.Record
+	for _, b := range batches {
+		h, err := record.ParseHeader(b)
+		if err != nil {
+			continue
+		}
+		recs, err = record.DecodeRecords(recs[:0], b)
+		if err != nil || len(recs) == 0 {
+			continue
+		}
+		dst = appendKafkaBatch(dst, h, recs)
+	}
+	return dst
+}
+
+// waitForRecords waits until one of the partitions without records (and
+// without error) may have some, or wait passes.
+func (c *conn) waitForRecords(parts []*fetchPart, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(c.context(), wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, fp := range parts {
+		if fp.out.ErrorCode != 0 || len(fp.out.RecordBatches) > 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.s.api.Fetch(ctx, broker.FetchRequest{Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: 1, MaxWait: wait})
+			if err == nil && len(res.Batches) > 0 {
+				cancel() // records: wake up and read them all
+			}
+		}()
+	}
+	wg.Wait()
+}

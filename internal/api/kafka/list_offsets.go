@@ -1,0 +1,101 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// ListOffsets (v1–v6): the earliest offset (-2), the latest (-1, the high
+// watermark: without transactions it is also the last stable offset), or
+// the first offset whose record's timestamp is at or after a time (-1
+// and no timestamp when there is none). Served by the partition's leader.
+func init() {
+	register(kmsg.ListOffsets, 1, 6, now(listOffsets))
+}
+
+func listOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	self := c.s.api.NodeID()
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		place, perr := c.s.api.Placement(c.context(), t.Topic)
+		var info broker.TopicInfo
+		if perr == nil {
+			info, perr = c.s.api.Topic(c.context(), t.Topic)
+		}
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.Timestamp, rp.Offset = -1, -1
+			switch {
+			case perr != nil:
+				rp.ErrorCode = code(perr, scopeTopic)
+			case p.Partition < 0 || int(p.Partition) >= len(place) || int(p.Partition) >= len(info.Partitions):
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case place[p.Partition].Leader != self:
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			default:
+				pp := place[p.Partition]
+				if code := checkEpoch(p.CurrentLeaderEpoch, pp.LeaderTerm); code != 0 {
+					rp.ErrorCode = code
+					break
+				}
+				rp.LeaderEpoch = int32(pp.LeaderTerm)
+				pi := info.Partitions[p.Partition]
+				switch p.Timestamp {
+				case -1:
+					rp.Offset = pi.EndOffset
+				case -2:
+					rp.Offset = pi.StartOffset
+				default:
+					if p.Timestamp < 0 {
+						rp.ErrorCode = kerr.InvalidRequest.Code
+						break
+					}
+					off, err := c.s.api.OffsetForTime(c.context(), t.Topic, p.Partition, p.Timestamp*1e6)
+					if err != nil {
+						rp.ErrorCode = code(err, scopeTopic)
+						break
+					}
+					if ts, ok := c.timestampAt(t.Topic, p.Partition, off); ok {
+						rp.Offset, rp.Timestamp = off, ts
+					}
+				}
+			}
+			if req.Version == 0 && rp.Offset >= 0 {
+				rp.OldStyleOffsets = []int64{rp.Offset}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// timestampAt returns the timestamp (ms) of the record at off, if there
+// is one.
+func (c *conn) timestampAt(topic string, partition int32, off int64) (int64, bool) {
+	res, err := c.s.api.Fetch(c.context(), broker.FetchRequest{Topic: topic, Partition: partition, Offset: off, MaxBytes: 1})
+	if err != nil {
+		return 0, false
+	}
+	for _, b := range res.Batches {
+		var ts int64
+		found := false
+		record.ForEachRecord(b, func(r record.Record) bool {
+			if r.Offset == off {
+				ts, found = r.Timestamp/1e6, true
+				return false
+			}
+			return true
+		})
+		if found {
+			return ts, true
+		}
+	}
+	return 0, false
+}

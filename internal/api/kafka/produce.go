@@ -1,0 +1,178 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// Produce: record batch v2 (produce v3+), every compression codec. Acks
+// map to delivery modes:
+//   - acks=-1 (all): consistent — answered once a quorum of the
+//     partition's replicas has fsynced the batch (Kafka answers when the
+//     in-sync replicas have it in memory);
+//   - acks=1: eventual — answered once the leader fsynced it;
+//   - acks=0: eventual, and no answer, as Kafka.
+//
+// Only the partition's leader takes a produce; another node answers
+// NOT_LEADER_OR_FOLLOWER and the client asks Metadata again.
+func init() {
+	register(kmsg.Produce, 3, 9, produce)
+}
+
+func produce(c *conn, r kmsg.Request, a *answer) {
+	req := r.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	mode := broker.ModeConsistent
+	switch req.Acks {
+	case -1:
+	case 0, 1:
+		mode = broker.ModeEventual
+	default:
+		for _, t := range req.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.InvalidRequiredAcks.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		a.respond(resp)
+		return
+	}
+	if req.TransactionID != nil {
+		// Transactions are not served (ApiVersions does not list
+		// their keys), so no client sends a transactional produce.
+		fail(resp, req, kerr.TransactionalIDAuthorizationFailed.Code)
+		a.respond(resp)
+		return
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 || timeout > 5*time.Minute {
+		timeout = 30 * time.Second
+	}
+	// A publish outlives its connection: a producer that closes right
+	// after an acks=0 produce still has its records stored.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.context()), timeout)
+	var wg sync.WaitGroup
+	self := c.s.api.NodeID()
+	placements := map[string][]broker.PartitionPlacement{}
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		resp.Topics = append(resp.Topics, rt)
+		rps := resp.Topics[len(resp.Topics)-1].Partitions
+		place, ok := placements[t.Topic]
+		var perr error
+		if !ok {
+			place, perr = c.s.api.Placement(ctx, t.Topic)
+			placements[t.Topic] = place
+		}
+		for i, p := range t.Partitions {
+			rp := &rps[i]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			switch {
+			case perr != nil:
+				rp.ErrorCode = code(perr, scopeTopic)
+				continue
+			case p.Partition < 0 || int(p.Partition) >= len(place):
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			case place[p.Partition].Leader != self:
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
+			b, err := parseProduced(p.Records)
+			if err != nil {
+				var be *errBatch
+				if errors.As(err, &be) {
+					rp.ErrorCode, rp.ErrorMessage = be.code, &be.msg
+				} else {
+					rp.ErrorCode = kerr.CorruptMessage.Code
+				}
+				continue
+			}
+			key := producerKey{pid: b.ProducerID, topic: t.Topic, partition: p.Partition}
+			if b.idempotent() {
+				v := c.s.pids.check(key, b.ProducerEpoch, b.FirstSequence, b.NumRecords)
+				if v.code != 0 {
+					rp.ErrorCode = v.code
+					continue
+				}
+				if v.offset >= 0 {
+					rp.BaseOffset = v.offset
+					continue
+				}
+			}
+			b.assignIDs()
+			batch := record.AppendBatch(nil, 0, b.records)
+			wg.Add(1)
+			c.s.api.PublishAsync(ctx, &broker.PublishRequest{Topic: t.Topic, Partition: p.Partition, Mode: mode, Batch: batch},
+				func(res *broker.PublishResult, err error) {
+					defer wg.Done()
+					if b.idempotent() {
+						off := int64(-1)
+						if err == nil {
+							off = res.BaseOffset
+						}
+						c.s.pids.stored(key, b.ProducerEpoch, b.FirstSequence, off, err == nil)
+					}
+					if err != nil {
+						rp.ErrorCode = produceCode(err)
+						rp.ErrorMessage = message(err)
+						return
+					}
+					rp.BaseOffset = res.BaseOffset
+				})
+		}
+	}
+	go func() {
+		wg.Wait()
+		cancel()
+		if req.Acks == 0 {
+			a.respond(nil)
+			return
+		}
+		a.respond(resp)
+	}()
+}
+
+// produceCode maps a publish's failure to the code a Kafka producer acts
+// on: retriable ones make it retry (after refreshing metadata for
+// NOT_LEADER_OR_FOLLOWER).
+func produceCode(err error) int16 {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, broker.ErrUnavailable):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, broker.ErrResourceExhausted):
+		return kerr.RequestTimedOut.Code
+	}
+	return code(err, scopeTopic)
+}
+
+// fail answers every partition of req with one code.
+func fail(resp *kmsg.ProduceResponse, req *kmsg.ProduceRequest, code int16) {
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+}

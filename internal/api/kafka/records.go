@@ -1,0 +1,334 @@
+package kafka
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// Record batches: Kafka's (magic 2, big-endian, optionally compressed, a
+// producer id and sequence for idempotence) and Hermes' (pkg/record) hold
+// the same records — key, headers, value, timestamp — so a Kafka batch
+// becomes one Hermes batch at the same offsets, and a stored batch
+// becomes one Kafka batch when fetched: a fetch from inside a batch
+// returns the whole batch, as Kafka does.
+//
+// What does not carry over: Kafka timestamps are milliseconds (Hermes
+// keeps nanoseconds; a Kafka consumer sees them truncated), a null value
+// (a tombstone) is stored as an empty payload, and a Hermes record's
+// message id has no place in a Kafka record. Hermes gives each Kafka
+// record a message id: from the producer id, epoch and sequence for an
+// idempotent producer (so a retried batch is recognised by the broker's
+// duplicate window), else a new UUIDv7.
+
+// Kafka record batch layout, after the 12 bytes of base offset and length.
+const (
+	batchHeaderLen  = 61 // bytes before the records
+	batchAfterLen   = 49 // Length's value minus the records
+	crcStart        = 21 // the CRC covers attributes..end
+	attrCompression = 0x07
+	attrTimestamp   = 0x08 // LogAppendTime
+	attrTxn         = 0x10
+	attrControl     = 0x20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// maxDecompressed bounds what one batch may decompress to: a Hermes
+// batch holds at most record.MaxBatchBytes.
+const maxDecompressed = record.MaxBatchBytes
+
+// kafkaBatch is a produced batch, checked and decoded.
+type kafkaBatch struct {
+	kmsg.RecordBatch
+	records []record.Record
+}
+
+// errBatch is a produced batch Kafka would refuse, with its code.
+type errBatch struct {
+	code int16
+	msg  string
+}
+
+func (e *errBatch) Error() string { return e.msg }
+
+func batchErr(c *kerr.Error, format string, args ...any) error {
+	return &errBatch{code: c.Code, msg: fmt.Sprintf(format, args...)}
+}
+
+// parseProduced checks the one batch of a produce partition (v3+ carry
+// exactly one) and decodes its records.
+func parseProduced(raw []byte) (*kafkaBatch, error) {
+	if len(raw) < batchHeaderLen {
+		return nil, batchErr(kerr.CorruptMessage, "record batch of %d bytes is shorter than its header", len(raw))
+	}
+	var b kafkaBatch
+	if err := b.ReadFrom(raw); err != nil {
+		return nil, batchErr(kerr.CorruptMessage, "record batch: %v", err)
+	}
+	if b.Magic != 2 {
+		return nil, batchErr(kerr.UnsupportedForMessageFormat, "record batch magic %d: only magic 2 is served", b.Magic)
+	}
+	if int(b.Length)+12 != len(raw) {
+		return nil, batchErr(kerr.InvalidRecord, "a produce partition must hold exactly one record batch (%d bytes, batch says %d)", len(raw), int(b.Length)+12)
+	}
+	if got := crc32.Checksum(raw[crcStart:], castagnoli); int32(got) != b.CRC {
+		return nil, batchErr(kerr.CorruptMessage, "record batch CRC mismatch")
+	}
+	if b.Attributes&attrControl != 0 {
+		return nil, batchErr(kerr.InvalidRecord, "clients may not produce control batches")
+	}
+	if b.NumRecords <= 0 || b.LastOffsetDelta != b.NumRecords-1 {
+		return nil, batchErr(kerr.InvalidRecord, "record batch has %d records and last offset delta %d", b.NumRecords, b.LastOffsetDelta)
+	}
+	if int(b.NumRecords) > maxDecompressed/7 {
+		return nil, batchErr(kerr.InvalidRecord, "record batch claims %d records", b.NumRecords)
+	}
+	data, err := decompress(b.Attributes&attrCompression, b.Records)
+	if err != nil {
+		return nil, err
+	}
+	b.records = make([]record.Record, b.NumRecords)
+	var kr kmsg.Record
+	for i := range b.records {
+		l, n := kbin.Varint(data)
+		if n == 0 || l < 0 || int(l) > len(data)-n {
+			return nil, batchErr(kerr.CorruptMessage, "record %d: bad length", i)
+		}
+		if err := kr.ReadFrom(data[:n+int(l)]); err != nil {
+			return nil, batchErr(kerr.CorruptMessage, "record %d: %v", i, err)
+		}
+		data = data[n+int(l):]
+		if kr.OffsetDelta != int32(i) {
+			return nil, batchErr(kerr.InvalidRecord, "record %d has offset delta %d", i, kr.OffsetDelta)
+		}
+		r := &b.records[i]
+		r.Timestamp = (b.FirstTimestamp + kr.TimestampDelta64) * 1e6
+		r.Key = kr.Key
+		r.Payload = kr.Value
+		if len(kr.Headers) > record.MaxRecordHeaders {
+			return nil, batchErr(kerr.InvalidRecord, "record %d has %d headers; at most %d are allowed", i, len(kr.Headers), record.MaxRecordHeaders)
+		}
+		if len(kr.Headers) > 0 {
+			r.Headers = make([]record.Header, len(kr.Headers))
+			for j, h := range kr.Headers {
+				r.Headers[j] = record.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+	}
+	if len(data) != 0 {
+		return nil, batchErr(kerr.CorruptMessage, "%d bytes after the batch's %d records", len(data), b.NumRecords)
+	}
+	return &b, nil
+}
+
+// idempotent reports whether the batch carries a producer id and sequence.
+func (b *kafkaBatch) idempotent() bool { return b.ProducerID >= 0 && b.FirstSequence >= 0 }
+
+// assignIDs gives the records their message ids.
+func (b *kafkaBatch) assignIDs() {
+	if b.idempotent() {
+		for i := range b.records {
+			b.records[i].MessageID = producerMessageID(b.ProducerID, b.ProducerEpoch, b.FirstSequence+int32(i))
+		}
+		return
+	}
+	first := record.MessageID(uuid.Must(uuid.NewV7()))
+	for i := range b.records {
+		id := first
+		// Records after the first count up in the id's random tail.
+		binary.BigEndian.PutUint32(id[12:], binary.BigEndian.Uint32(first[12:])+uint32(i))
+		b.records[i].MessageID = id
+	}
+}
+
+// producerMessageID is the message id of the record of an idempotent
+// producer with the given sequence: unique per (producer id, epoch,
+// sequence), and so per record, since producer ids are never reused.
+// It is laid out as a UUIDv8: 48 bits of producer id, the version, the
+// variant, the epoch and the sequence.
+func producerMessageID(pid int64, epoch int16, seq int32) record.MessageID {
+	var id record.MessageID
+	binary.BigEndian.PutUint64(id[0:8], uint64(pid)<<16)
+	id[6] = 0x80 // version 8
+	id[8] = 0x80 // variant 10
+	binary.BigEndian.PutUint16(id[10:], uint16(epoch))
+	binary.BigEndian.PutUint32(id[12:], uint32(seq))
+	return id
+}
+
+// decompress returns the records of a batch compressed with codec.
+func decompress(codec int16, src []byte) ([]byte, error) {
+	var (
+		out []byte
+		err error
+	)
+	switch codec {
+	case 0:
+		return src, nil
+	case 1:
+		var zr *gzip.Reader
+		if zr, err = gzip.NewReader(bytes.NewReader(src)); err == nil {
+			out, err = readBounded(zr)
+		}
+	case 2:
+		out, err = unsnappy(src)
+	case 3:
+		out, err = readBounded(lz4.NewReader(bytes.NewReader(src)))
+	case 4:
+		out, err = zstdDecoder().DecodeAll(src, nil)
+	default:
+		return nil, batchErr(kerr.UnsupportedCompressionType, "compression codec %d is not supported", codec)
+	}
+	if err != nil {
+		return nil, batchErr(kerr.CorruptMessage, "decompress: %v", err)
+	}
+	return out, nil
+}
+
+// readBounded reads r to its end, refusing more than maxDecompressed.
+func readBounded(r io.Reader) ([]byte, error) {
+	out, err := io.ReadAll(io.LimitReader(r, maxDecompressed+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > maxDecompressed {
+		return nil, fmt.Errorf("more than %d bytes", maxDecompressed)
+	}
+	return out, nil
+}
+
+// xerialHeader starts snappy data in the framing the Java client writes.
+var xerialHeader = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// unsnappy decodes a snappy block, or xerial-framed snappy blocks.
+func unsnappy(src []byte) ([]byte, error) {
+	if !bytes.HasPrefix(src, xerialHeader) {
+		return unsnappyBlock(nil, src)
+	}
+	if len(src) < 16 {
+		return nil, errors.New("short xerial snappy header")
+	}
+	src = src[16:]
+	var out []byte
+	for len(src) > 0 {
+		if len(src) < 4 {
+			return nil, errors.New("truncated xerial snappy chunk")
+		}
+		n := binary.BigEndian.Uint32(src)
+		src = src[4:]
+		if uint64(n) > uint64(len(src)) {
+			return nil, errors.New("truncated xerial snappy chunk")
+		}
+		var err error
+		if out, err = unsnappyBlock(out, src[:n]); err != nil {
+			return nil, err
+		}
+		src = src[n:]
+	}
+	return out, nil
+}
+
+func unsnappyBlock(dst, src []byte) ([]byte, error) {
+	n, err := snappy.DecodedLen(src)
+	if err != nil {
+		return nil, err
+	}
+	if n+len(dst) > maxDecompressed {
+		return nil, fmt.Errorf("more than %d bytes", maxDecompressed)
+	}
+	block, err := snappy.Decode(nil, src)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, block...), nil
+}
+
+var (
+	zstdOnce sync.Once
+	zstdDec  *zstd.Decoder
+)
+
+// zstdDecoder is shared: DecodeAll is safe for concurrent use.
+func zstdDecoder() *zstd.Decoder {
+	zstdOnce.Do(func() {
+		zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecompressed), zstd.WithDecoderLowmem(true))
+	})
+	return zstdDec
+}
+
+// appendKafkaBatch appends a stored Hermes batch as an uncompressed Kafka
+// record batch at the same offsets, its leader epoch the Raft term of the
+// entry that carried it. recs are the batch's records, decoded.
+func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []byte {
+	first := recs[0].Timestamp / 1e6
+	maxTS := first
+	start := len(dst)
+	rb := kmsg.RecordBatch{
+		FirstOffset:          h.BaseOffset,
+		PartitionLeaderEpoch: int32(h.RaftTerm),
+		Magic:                2,
+		LastOffsetDelta:      int32(len(recs) - 1),
+		FirstTimestamp:       first,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(recs)),
+	}
+	dst = rb.AppendTo(dst)
+	var kr kmsg.Record
+	for i := range recs {
+		r := &recs[i]
+		ts := r.Timestamp / 1e6
+		maxTS = max(maxTS, ts)
+		kr = kmsg.Record{TimestampDelta64: ts - first, OffsetDelta: int32(i), Key: r.Key, Value: r.Payload}
+		if kr.Value == nil {
+			kr.Value = []byte{}
+		}
+		kr.Headers = kr.Headers[:0]
+		for _, hd := range r.Headers {
+			kr.Headers = append(kr.Headers, kmsg.Header{Key: hd.Key, Value: hd.Value})
+		}
+		kr.Length = int32(recordBodyLen(&kr))
+		dst = kr.AppendTo(dst)
+	}
+	b := dst[start:]
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12)) // Length
+	binary.BigEndian.PutUint64(b[35:], uint64(maxTS))    // MaxTimestamp
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[crcStart:], castagnoli))
+	return dst
+}
+
+// recordBodyLen is the size of a Kafka record after its length varint.
+func recordBodyLen(r *kmsg.Record) int {
+	n := 1 + kbin.VarlongLen(r.TimestampDelta64) + kbin.VarintLen(r.OffsetDelta)
+	n += bytesLen(r.Key) + bytesLen(r.Value) + kbin.VarintLen(int32(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += kbin.VarintLen(int32(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	return n
+}
+
+func bytesLen(b []byte) int {
+	if b == nil {
+		return kbin.VarintLen(-1)
+	}
+	return kbin.VarintLen(int32(len(b))) + len(b)
+}
