@@ -506,15 +506,18 @@ func TestClusterRebalanceThroughLeaderKill(t *testing.T) {
 	// there: the other moves may still be under way).
 	var victim uint64
 	waitFor(t, 10*time.Second, "a partition moving onto node 4 with a known leader", func() bool {
-		resp, err := cs[1].DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
-		if err != nil {
-			return false
-		}
-		for _, p := range resp.Partitions {
-			onto4 := slices.Contains(p.Target, 4) || slices.Contains(p.Replicas, 4)
-			if p.Topic == "moving" && onto4 && p.Leader != 0 && p.Leader != 4 {
-				victim = p.Leader
-				return true
+		// Only a node holding a replica knows its leader: ask each.
+		for _, c := range cs[:3] {
+			resp, err := c.DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+			if err != nil {
+				continue
+			}
+			for _, p := range resp.Partitions {
+				onto4 := slices.Contains(p.Target, 4) || slices.Contains(p.Replicas, 4)
+				if p.Topic == "moving" && onto4 && p.Leader != 0 && p.Leader != 4 {
+					victim = p.Leader
+					return true
+				}
 			}
 		}
 		return false

@@ -236,6 +236,19 @@ func (b *Broker) topic(name string) (*topic, error) {
 	return t, err
 }
 
+// activeTopicID returns the id of a topic that exists and is not being
+// deleted, even while the broker closes (its last flush of offsets needs
+// it).
+func (b *Broker) activeTopicID(name string) (uint64, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	t, ok := b.topics[name]
+	if !ok || t.state != topicActive {
+		return 0, false
+	}
+	return t.id, true
+}
+
 func (b *Broker) lookupTopic(name string) (*topic, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()

@@ -119,7 +119,10 @@ func (b *Broker) fetchLocal(ctx context.Context, t *topic, p *partition, req Fet
 		defer timer.Stop()
 		deadline = timer.C
 	}
-	if _, hw := p.offsets(); req.Offset > hw {
+	// At or past this replica's high watermark, a follower may not have
+	// applied what the leader already acknowledged: a fetch that will
+	// not wait asks the leader.
+	if _, hw := p.offsets(); req.Offset > hw || (req.Offset == hw && deadline == nil) {
 		lead := p.rep.Leader()
 		if lead == 0 { // an election: the leader will judge
 			lead = p.rep.WaitLeader(noLeaderWait)

@@ -22,9 +22,12 @@ import (
 // I/O is taken while holding mu, except where noted.
 type groupManager struct {
 	b *Broker
-	// persistMu serializes writes of offsets to the meta store with the
-	// deletion of a topic's offsets, so a flush that read offsets before a
-	// topic was deleted cannot write them back after. Taken before mu.
+	// persistMu serializes writes of offsets to the metadata group (an
+	// explicit commit's and a flush's). Taken before mu. The metadata
+	// group's goroutine never takes it (a writer holding it waits for
+	// that goroutine to apply its command): offsets written for a topic
+	// deleted meanwhile are dropped by the metadata group, which checks
+	// the topic's id, and not put back in the cache (cacheable).
 	persistMu sync.Mutex
 	mu        sync.Mutex
 	groups    map[string]*groupState
@@ -376,10 +379,21 @@ func (m *groupManager) store(groupName string, offsets []Offset) error {
 	defer m.mu.Unlock()
 	gs := m.state(groupName, 0)
 	for _, o := range offsets {
+		if !m.cacheable(o.Topic) {
+			continue
+		}
 		os := gs.offset(topicPartition{o.Topic, o.Partition})
 		os.committed, os.persisted = o.Offset, o.Offset
 	}
 	return nil
+}
+
+// cacheable reports whether offsets of a topic may go in the cache: it
+// still exists (forgetTopic, which runs when it is deleted, may have run
+// while they were being written).
+func (m *groupManager) cacheable(topic string) bool {
+	_, ok := m.b.activeTopicID(topic)
+	return ok
 }
 
 // commitOffsetsHere is CommitOffsets at the coordinator.
@@ -556,7 +570,11 @@ func (m *groupManager) persist(offsets []Offset) error {
 			byGroup[o.Group] = c
 			order = append(order, o.Group)
 		}
-		c.Offsets = append(c.Offsets, &cpb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+		id, ok := m.b.activeTopicID(o.Topic)
+		if !ok {
+			continue // deleted meanwhile: nothing to keep
+		}
+		c.Offsets = append(c.Offsets, &cpb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, TopicId: id})
 	}
 	for _, g := range order {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -640,11 +658,9 @@ func (m *groupManager) updateLag() {
 // forgetTopic forgets a deleted topic's offsets here (the metadata group
 // dropped them when it applied the deletion); members consuming it leave
 // their groups (their subscriptions end by themselves: they watch the
-// topic). persistMu keeps a flush that read the offsets before from
-// writing them back after.
+// topic). It runs on the metadata group's goroutine, so it must not take
+// persistMu (see there).
 func (m *groupManager) forgetTopic(name string) {
-	m.persistMu.Lock()
-	defer m.persistMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, gs := range m.groups {

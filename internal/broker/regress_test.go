@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -151,5 +152,75 @@ func TestSubscriberBehindRetentionSkipsAhead(t *testing.T) {
 	d := poll(t, s, 5)
 	if len(d.Records) == 0 || d.Records[0].Offset != start {
 		t.Fatalf("after retention got %+v, want records from %d", d.Records, start)
+	}
+}
+
+// TestCommitsRaceTopicDeletion: offsets committed while their topic is
+// deleted and created again neither deadlock the node (a commit waiting
+// for the metadata group while that group's goroutine waited for the
+// commit's lock did, once) nor reach the new topic of the same name.
+func TestCommitsRaceTopicDeletion(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.CreateTopic(ctx, "churn", TopicConfig{Partitions: 2}, false); err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, b, &PublishRequest{Topic: "churn", Partition: 0, Records: recs("r", 10)})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Errors are expected while the topic is away; a
+				// hang is not.
+				b.CommitOffsets(ctx, fmt.Sprint("g", w), "", []Offset{{Topic: "churn", Partition: 0, Offset: 5}})
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	for range 200 {
+		if err := b.DeleteTopic(ctx, "churn"); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if _, err := b.CreateTopic(ctx, "churn", TopicConfig{Partitions: 2}, false); err != nil {
+			t.Fatalf("create: %v", err)
+		}
+	}
+	close(stop)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("commits did not finish: deadlock")
+	}
+	// The last incarnation has no records: no commit of an earlier one
+	// (offset 5) may show on it.
+	if err := b.DeleteTopic(ctx, "churn"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateTopic(ctx, "churn", TopicConfig{Partitions: 2}, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		d, err := b.DescribeGroup(ctx, fmt.Sprint("g", i))
+		if err != nil {
+			continue
+		}
+		for _, p := range d.Partitions {
+			if p.Topic == "churn" && p.Committed > 0 {
+				t.Fatalf("group g%d has offset %d on the new topic", i, p.Committed)
+			}
+		}
 	}
 }

@@ -190,8 +190,9 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 	return Change{}, fmt.Errorf("%w: no command", ErrBadCommand)
 }
 
-// commitOffsets keeps the offsets of partitions that exist: a flush may
-// race with the deletion of a topic, and the other offsets still count.
+// commitOffsets keeps the offsets of partitions that exist, of the topic
+// they were committed on: a flush may race with the deletion (and the
+// re-creation) of a topic, and the other offsets still count.
 func (m *Metadata) commitOffsets(c *pb.CommitOffsets) (Change, error) {
 	if c.GetGroup() == "" {
 		return Change{}, fmt.Errorf("%w: commit without a group", ErrBadCommand)
@@ -201,6 +202,9 @@ func (m *Metadata) commitOffsets(c *pb.CommitOffsets) (Change, error) {
 		t, ok := m.topics[o.GetTopic()]
 		if !ok || o.GetPartition() < 0 || int(o.GetPartition()) >= len(t.Replicas) || o.GetOffset() < 0 {
 			continue
+		}
+		if id := o.GetTopicId(); id != 0 && id != t.ID {
+			continue // committed on a deleted topic of the same name
 		}
 		kept.Offsets[Partition{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
 	}

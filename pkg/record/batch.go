@@ -13,7 +13,11 @@ import (
 //	0      4    length          bytes after this field (crc + header rest + records)
 //	4      4    crc32c          CRC-32C (Castagnoli) over bytes [8, 4+length)
 //	8      1    magic           = Magic
-//	9      1    attributes      bits 0-2 compression (only 0 = none is accepted), rest 0
+//	9      1    attributes      bits 0-2 compression (only 0 = none is accepted);
+//	                            bits 3-5 origin codec: the compression a Kafka
+//	                            producer used (0 none, 1 gzip, 2 snappy, 3 lz4,
+//	                            4 zstd; records are stored uncompressed), which
+//	                            Kafka fetches use again; bits 6-7 are 0
 //	10     2    reserved        = 0
 //	12     4    recordCount     >= 1
 //	16     8    baseOffset      offset of the first record
@@ -156,10 +160,16 @@ func checkFixedBytes(b []byte) error {
 		return fmt.Errorf("%w: magic %d, want %d", ErrCorrupt, b[offMagic], Magic)
 	}
 	if len(b) > offAttributes && b[offAttributes] != 0 {
-		if c := b[offAttributes] & 0x07; c != 0 {
+		a := b[offAttributes]
+		if c := a & 0x07; c != 0 {
 			return fmt.Errorf("%w: compression %d not supported", ErrCorrupt, c)
 		}
-		return fmt.Errorf("%w: reserved attribute bits %#02x set", ErrCorrupt, b[offAttributes])
+		if o := a >> 3 & 0x07; o > MaxOriginCodec {
+			return fmt.Errorf("%w: origin codec %d unknown", ErrCorrupt, o)
+		}
+		if a&0xc0 != 0 {
+			return fmt.Errorf("%w: reserved attribute bits %#02x set", ErrCorrupt, a)
+		}
 	}
 	if len(b) >= offReserved+2 && le.Uint16(b[offReserved:]) != 0 {
 		return fmt.Errorf("%w: reserved field is %#04x, want 0", ErrCorrupt, le.Uint16(b[offReserved:]))
@@ -229,6 +239,23 @@ func RebaseHeader(hdr *[BatchHeaderSize]byte, records []byte, base int64) {
 	le.PutUint64(hdr[offBaseOffset:], uint64(base))
 	crc := crc32.Update(crc32.Checksum(hdr[offMagic:], castagnoli), castagnoli, records)
 	le.PutUint32(hdr[offCRC:], crc)
+}
+
+// MaxOriginCodec is the largest origin codec (zstd).
+const MaxOriginCodec = 4
+
+// OriginCodec is the compression codec the batch's producer used over
+// the Kafka protocol (0: none, or not a Kafka producer).
+func (h BatchHeader) OriginCodec() uint8 { return h.Attributes >> 3 & 0x07 }
+
+// SetOriginCodec records the codec a Kafka producer compressed the batch
+// at the start of b with, and recomputes its CRC.
+//
+// REQUIRES: as SetBaseOffset; codec <= MaxOriginCodec.
+func SetOriginCodec(b []byte, codec uint8) {
+	size := wholeBatch(b)
+	b[offAttributes] = b[offAttributes]&^0x38 | codec<<3
+	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
 }
 
 // SetPosition rewrites the base offset and the Raft term and index of the

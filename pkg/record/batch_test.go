@@ -255,3 +255,20 @@ func TestForEachRecordStops(t *testing.T) {
 		t.Fatalf("seen %v, err %v", seen, err)
 	}
 }
+
+func TestOriginCodec(t *testing.T) {
+	b := AppendBatch(nil, 0, []Record{{MessageID: MessageID{1}, Timestamp: 1, Payload: []byte("p")}})
+	SetOriginCodec(b, 3)
+	h, err := ValidateBatch(b)
+	if err != nil || h.OriginCodec() != 3 {
+		t.Fatalf("codec %d, err %v", h.OriginCodec(), err)
+	}
+	b[offAttributes] = 5 << 3
+	if _, err := ParseBatch(b); err == nil {
+		t.Fatal("origin codec 5 accepted")
+	}
+	b[offAttributes] = 0x40
+	if _, err := ParseBatch(b); err == nil {
+		t.Fatal("reserved attribute bit accepted")
+	}
+}

@@ -245,6 +245,14 @@ func (co *coordinator) join(c *conn, req *kmsg.JoinGroupRequest, respond func(*k
 		} else if id != "" {
 			errResp(kerr.UnknownMemberID.Code, id)
 			return
+		} else {
+			// A new static member gets its id at once (no
+			// MEMBER_ID_REQUIRED round trip, as KIP-394 says).
+			if len(g.members)+len(g.pending) >= maxGroupMembers {
+				errResp(kerr.GroupMaxSizeReached.Code, "")
+				return
+			}
+			id = newMemberID(c.clientID)
 		}
 	case id == "":
 		if len(g.members)+len(g.pending) >= maxGroupMembers {

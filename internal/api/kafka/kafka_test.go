@@ -381,3 +381,76 @@ func FuzzRequest(f *testing.F) {
 		<-done
 	})
 }
+
+// TestDescribeConfigsAndCluster: a topic's configs under Kafka's names,
+// and the cluster as DescribeCluster shows it.
+func TestDescribeConfigsAndCluster(t *testing.T) {
+	f, addr := serveFake(t, Config{ClusterID: "c1"})
+	ctx := ctxT(t)
+	if _, err := f.CreateTopic(ctx, "cfg", broker.TopicConfig{Partitions: 1, RetentionAge: time.Hour, MaxMessageBytes: 2048}, false); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(client(t, addr))
+	rcs, err := adm.DescribeTopicConfigs(ctx, "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("cfg", nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("configs of cfg: %v %v", err, rc.Err)
+	}
+	got := map[string]string{}
+	for _, c := range rc.Configs {
+		got[c.Key] = c.MaybeValue()
+	}
+	if got["retention.ms"] != "3600000" || got["max.message.bytes"] != "2048" || got["cleanup.policy"] != "delete" {
+		t.Fatalf("configs %v", got)
+	}
+	if rcs, _ := adm.DescribeTopicConfigs(ctx, "nope"); rcs[0].Err == nil {
+		t.Fatal("configs of a topic that does not exist")
+	}
+	req := kmsg.NewPtrDescribeClusterRequest()
+	resp, err := req.RequestWith(ctx, client(t, addr))
+	if err != nil || resp.ErrorCode != 0 || resp.ClusterID != "c1" || len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != 1 {
+		t.Fatalf("DescribeCluster: %+v %v", resp, err)
+	}
+}
+
+// TestFetchKeepsTheProducersCodec: a batch produced compressed is stored
+// uncompressed (every API reads it) and fetched compressed as produced.
+func TestFetchKeepsTheProducersCodec(t *testing.T) {
+	f, addr := serveFake(t, Config{})
+	ctx := ctxT(t)
+	f.CreateTopic(ctx, "z", broker.TopicConfig{Partitions: 1}, false)
+	prod := client(t, addr, kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.DefaultProduceTopic("z"))
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte("z"), 4096)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := f.Fetch(ctx, broker.FetchRequest{Topic: "z"})
+	h, err := record.ParseBatch(res.Batches[0])
+	if err != nil || h.OriginCodec() != 4 {
+		t.Fatalf("stored batch: codec %d, err %v", h.OriginCodec(), err)
+	}
+	if _, err := record.DecodeRecords(nil, res.Batches[0]); err != nil {
+		t.Fatalf("stored batch does not decode: %v", err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes, req.SessionEpoch = 1<<20, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "z"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, client(t, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(resp.Topics[0].Partitions[0].RecordBatches); err != nil {
+		t.Fatal(err)
+	}
+	if rb.Attributes&attrCompression != 4 || len(rb.Records) >= 4096 {
+		t.Fatalf("fetched batch: attributes %#x, %d record bytes; want zstd", rb.Attributes, len(rb.Records))
+	}
+}

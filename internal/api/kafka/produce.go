@@ -117,6 +117,11 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 			}
 			b.assignIDs()
 			batch := record.AppendBatch(nil, 0, b.records)
+			if codec := uint8(b.Attributes & attrCompression); codec != 0 {
+				// Stored uncompressed; Kafka consumers get it
+				// compressed as produced.
+				record.SetOriginCodec(batch, codec)
+			}
 			wg.Add(1)
 			c.s.api.PublishAsync(ctx, &broker.PublishRequest{Topic: t.Topic, Partition: p.Partition, Mode: mode, Batch: batch},
 				func(res *broker.PublishResult, err error) {

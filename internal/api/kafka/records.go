@@ -274,45 +274,54 @@ func zstdDecoder() *zstd.Decoder {
 	return zstdDec
 }
 
-// appendKafkaBatch appends a stored Hermes batch as an uncompressed Kafka
-// record batch at the same offsets, its leader epoch the Raft term of the
-// entry that carried it. recs are the batch's records, decoded.
+// appendKafkaBatch appends a stored Hermes batch as a Kafka record batch
+// at the same offsets, its leader epoch the Raft term of the entry that
+// carried it, compressed with the codec its Kafka producer used (none
+// for other producers). recs are the batch's records, decoded.
 func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []byte {
 	first := recs[0].Timestamp / 1e6
 	maxTS := first
-	start := len(dst)
-	rb := kmsg.RecordBatch{
-		FirstOffset:          h.BaseOffset,
-		PartitionLeaderEpoch: int32(h.RaftTerm),
-		Magic:                2,
-		LastOffsetDelta:      int32(len(recs) - 1),
-		FirstTimestamp:       first,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(recs)),
-	}
-	dst = rb.AppendTo(dst)
+	var body []byte
 	var kr kmsg.Record
 	for i := range recs {
 		r := &recs[i]
 		ts := r.Timestamp / 1e6
 		maxTS = max(maxTS, ts)
-		kr = kmsg.Record{TimestampDelta64: ts - first, OffsetDelta: int32(i), Key: r.Key, Value: r.Payload}
+		kr = kmsg.Record{TimestampDelta64: ts - first, OffsetDelta: int32(i), Key: r.Key, Value: r.Payload, Headers: kr.Headers[:0]}
 		if kr.Value == nil {
 			kr.Value = []byte{}
 		}
-		kr.Headers = kr.Headers[:0]
 		for _, hd := range r.Headers {
 			kr.Headers = append(kr.Headers, kmsg.Header{Key: hd.Key, Value: hd.Value})
 		}
 		kr.Length = int32(recordBodyLen(&kr))
-		dst = kr.AppendTo(dst)
+		body = kr.AppendTo(body)
 	}
+	var attrs int16
+	if codec := h.OriginCodec(); codec != 0 {
+		if z, ok := compress(nil, codec, body); ok {
+			body, attrs = z, int16(codec)
+		}
+	}
+	start := len(dst)
+	rb := kmsg.RecordBatch{
+		FirstOffset:          h.BaseOffset,
+		PartitionLeaderEpoch: int32(h.RaftTerm),
+		Magic:                2,
+		Attributes:           attrs,
+		LastOffsetDelta:      int32(len(recs) - 1),
+		FirstTimestamp:       first,
+		MaxTimestamp:         maxTS,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(recs)),
+		Records:              body,
+	}
+	dst = rb.AppendTo(dst)
 	b := dst[start:]
 	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12)) // Length
-	binary.BigEndian.PutUint64(b[35:], uint64(maxTS))    // MaxTimestamp
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[crcStart:], castagnoli))
+	binary.BigEndian.PutUint32(b[17:], crc32c(b[crcStart:]))
 	return dst
 }
 

@@ -50,9 +50,18 @@ type tp struct {
 	partition int32
 }
 
+// batchAt names a published batch: its partition and base offset.
+type batchAt struct {
+	partition int32
+	offset    int64
+}
+
 type fakeTopic struct {
 	info broker.TopicInfo
 	logs [][]record.Record // per partition
+	// codecs are the origin codecs of packed batches published, by
+	// partition and base offset; Fetch serves them again.
+	codecs map[batchAt]uint8
 }
 
 // New returns an empty Fake.
@@ -203,6 +212,12 @@ func (f *Fake) publishLocked(req *broker.PublishRequest) (*broker.PublishResult,
 		if recs, err = record.DecodeRecords(nil, req.Batch); err != nil {
 			return nil, broker.Errorf(broker.ErrCorruptBatch, "%v", err)
 		}
+		if h, err := record.ParseHeader(req.Batch); err == nil && h.OriginCodec() != 0 && req.Partition >= 0 && int(req.Partition) < len(t.logs) {
+			if t.codecs == nil {
+				t.codecs = map[batchAt]uint8{}
+			}
+			t.codecs[batchAt{req.Partition, int64(len(t.logs[req.Partition]))}] = h.OriginCodec()
+		}
 	}
 	if len(recs) == 0 {
 		return nil, broker.Errorf(broker.ErrInvalidArgument, "a publish needs at least one record")
@@ -272,6 +287,9 @@ func (f *Fake) Fetch(ctx context.Context, req broker.FetchRequest) (*broker.Fetc
 	res := &broker.FetchResult{HighWatermark: int64(len(l))}
 	if req.Offset < int64(len(l)) {
 		res.Batches = [][]byte{record.AppendBatch(nil, req.Offset, l[req.Offset:])}
+		if c := t.codecs[batchAt{req.Partition, req.Offset}]; c != 0 {
+			record.SetOriginCodec(res.Batches[0], c)
+		}
 	}
 	return res, nil
 }

@@ -1703,10 +1703,14 @@ func (x *CommitOffsets) GetOffsets() []*GroupOffset {
 }
 
 type GroupOffset struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// topic_id is the id of the topic the offset was committed on: an
+	// offset of a deleted topic is not applied to a new one of the same
+	// name (0: any; commands logged before commits carried it).
+	TopicId       uint64 `protobuf:"varint,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1758,6 +1762,13 @@ func (x *GroupOffset) GetPartition() int32 {
 func (x *GroupOffset) GetOffset() int64 {
 	if x != nil {
 		return x.Offset
+	}
+	return 0
+}
+
+func (x *GroupOffset) GetTopicId() uint64 {
+	if x != nil {
+		return x.TopicId
 	}
 	return 0
 }
@@ -2138,11 +2149,12 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"kafka_addr\x18\x05 \x01(\tR\tkafkaAddr\"h\n" +
 	"\rCommitOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
-	"\aoffsets\x18\x02 \x03(\v2'.hermes.internal.cluster.v1.GroupOffsetR\aoffsets\"Y\n" +
+	"\aoffsets\x18\x02 \x03(\v2'.hermes.internal.cluster.v1.GroupOffsetR\aoffsets\"t\n" +
 	"\vGroupOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x03R\x06offset\"\t\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x19\n" +
+	"\btopic_id\x18\x04 \x01(\x04R\atopicId\"\t\n" +
 	"\aBarrier\"\xb9\x03\n" +
 	"\bSnapshot\x12>\n" +
 	"\x05nodes\x18\x01 \x03(\v2(.hermes.internal.cluster.v1.RegisterNodeR\x05nodes\x12>\n" +
