@@ -10,7 +10,7 @@ BIN       ?= bin/hermes
 # Packages that run goroutines; they are tested with the race detector.
 RACE_PKGS := ./internal/... ./pkg/...
 
-.PHONY: run build test lint unit e2e bench soak fuzz proto clean
+.PHONY: run build test lint unit e2e bench soak fuzz proto clean kafka-compat
 
 run: build
 	$(BIN) serve --data-dir $(DATA_DIR)
@@ -41,6 +41,14 @@ bench:
 	$(GO) test -run '^$$' -bench EndToEndLatency -benchtime 1x -count 3 ./e2e/
 	$(GO) test -run '^$$' -bench PublishProtocols -benchtime 30000x ./e2e/
 
+# franz-go's own integration suite against Hermes' Kafka listener
+# (docs/KAFKA.md). NODES=3 for a 3-node cluster. Not part of CI yet:
+# transactions are not served.
+kafka-compat:
+	NODES=$(NODES) scripts/kafka-compat.sh
+
+NODES ?= 1
+
 # Run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
 # soak: a 3-node cluster under publishing and group consumption while
@@ -58,6 +66,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateTopicBody$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
 	$(GO) test -run '^$$' -fuzz '^FuzzPublishInput$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
+	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./internal/api/kafka/
 
 # Regenerate the committed protobuf code (needs protoc; installs the Go plugins).
 proto:

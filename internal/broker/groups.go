@@ -368,7 +368,9 @@ func (m *groupManager) store(groupName string, offsets []Offset) error {
 		if o.Offset < 0 {
 			return errorf(ErrOffsetOutOfRange, "commit offset %d of %s/%d is negative", o.Offset, o.Topic, o.Partition)
 		}
-		if _, hw := p.offsets(); !p.remote && o.Offset > hw {
+		// Only the partition's leader knows its high watermark for
+		// sure: a follower's may lag what a consumer read there.
+		if _, hw := p.offsets(); !p.remote && p.rep.Leading() && o.Offset > hw {
 			return errorf(ErrOffsetOutOfRange, "commit offset %d of %s/%d is outside [0, %d]", o.Offset, o.Topic, o.Partition, hw)
 		}
 	}
