@@ -267,6 +267,8 @@ func TestKafkaClusterLeaderKill(t *testing.T) {
 	acked := make([]bool, total)
 	var mu sync.Mutex
 	var victim *testcluster.Node
+	var oldEpoch int32
+	var oldEnd int64
 	for i := range total {
 		if i == total/2 {
 			if err := prod.Flush(ctx); err != nil {
@@ -288,7 +290,8 @@ func TestKafkaClusterLeaderKill(t *testing.T) {
 					if n == nil {
 						t.Fatalf("leader %d at %s:%d is not a node of the test", leader, b.Host, b.Port)
 					}
-					t.Logf("killing node %d, leader of kill/0 at offset %d", leader, lo.Offset)
+					t.Logf("killing node %d, leader of kill/0 at offset %d, epoch %d", leader, lo.Offset, meta.Topics["kill"].Partitions[0].LeaderEpoch)
+					oldEpoch, oldEnd = meta.Topics["kill"].Partitions[0].LeaderEpoch, lo.Offset
 					n.Kill()
 					victim = n
 				}
@@ -345,6 +348,22 @@ func TestKafkaClusterLeaderKill(t *testing.T) {
 		t.Fatalf("%d acknowledged records lost (%v), %d duplicated (%v)", len(lost), head(lost), len(dup), head(dup))
 	}
 	t.Logf("%d of %d records acknowledged, all read back once", ackedN, total)
+
+	// The new leader knows where the killed leader's epoch ended: at or
+	// after what had been acknowledged in it, and a later epoch leads.
+	ladm := kadm.NewClient(kafkaClient(t, live))
+	for ctx.Err() == nil {
+		res, err := ladm.OffsetForLeaderEpoch(ctx, kadm.OffsetForLeaderEpochRequest{"kill": {0: oldEpoch}})
+		if err == nil {
+			if r, ok := res["kill"][0]; ok && r.Err == nil {
+				if r.LeaderEpoch != oldEpoch || r.EndOffset < oldEnd {
+					t.Fatalf("epoch %d ended at %d (epoch %d) by the new leader; %d were acknowledged in it", oldEpoch, r.EndOffset, r.LeaderEpoch, oldEnd)
+				}
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func head(s []int) []int {

@@ -73,6 +73,11 @@ type API interface {
 	// which may start below the offset. Errors: ErrTopicNotFound,
 	// ErrPartitionNotFound, ErrInvalidArgument, ErrOffsetOutOfRange.
 	Fetch(ctx context.Context, req FetchRequest) (*FetchResult, error)
+	// EpochEnd returns, for a leader epoch (Raft term), the largest epoch
+	// at or below it that the partition's log holds and the offset where
+	// that epoch's records end (ok false: none left). Only the leader
+	// answers. Errors: ErrTopicNotFound, ErrPartitionNotFound.
+	EpochEnd(ctx context.Context, topic string, partition int32, epoch uint64) (term uint64, end int64, ok bool, err error)
 	// OffsetForTime returns the first offset of a partition whose
 	// timestamp is at or after ts (Unix ns), or its high watermark when
 	// none is. Errors: ErrTopicNotFound, ErrPartitionNotFound.

@@ -234,3 +234,28 @@ func DecodeFrom(dst []record.Record, batches [][]byte, from int64, max int) ([]r
 	}
 	return dst, next, nil
 }
+
+// EpochEnd answers Kafka's OffsetForLeaderEpoch for one partition: the
+// largest leader epoch (Raft term) at or below epoch that its log holds
+// and the offset where that epoch's records end; ok is false when the
+// log no longer holds any entry of such an epoch. Only the partition's
+// leader answers (elsewhere: a retriable ErrUnavailable naming it).
+// Errors: ErrTopicNotFound, ErrPartitionNotFound.
+func (b *Broker) EpochEnd(ctx context.Context, topic string, partition int32, epoch uint64) (uint64, int64, bool, error) {
+	if err := b.authorize(ctx, ActionDescribe, topicResource(topic)); err != nil {
+		return 0, 0, false, err
+	}
+	t, err := b.topic(topic)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	p, err := t.partition(partition)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if p.remote || !p.rep.Leading() {
+		return 0, 0, false, p.notHere()
+	}
+	term, end, ok := p.rep.EpochEnd(epoch)
+	return term, end, ok, nil
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -733,4 +734,26 @@ func (s *LogStore) readData(p entryPos) ([]byte, error) {
 		}
 	}
 	return data, nil
+}
+
+// EpochEnd returns, for a Raft term e, the largest term at or below e
+// that the retained log holds and the offset after that term's last
+// entry (Kafka's OffsetForLeaderEpoch): for e at or above the last
+// entry's term, that term and the log's end. ok is false when every
+// retained entry is of a later term (the answer was compacted away).
+func (s *LogStore) EpochEnd(e uint64) (term uint64, end int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Terms never decrease along the log: find the first entry of a
+	// term above e.
+	i := sort.Search(len(s.ents), func(i int) bool { return s.ents[i].term > e })
+	switch {
+	case i == len(s.ents) && i > 0:
+		return s.ents[i-1].term, s.nextOffset(), true
+	case i > 0:
+		return s.ents[i-1].term, s.ents[i-1].next, true
+	case s.st.compactTerm <= e && s.st.compactTerm > 0:
+		return s.st.compactTerm, s.st.compactOffset, true
+	}
+	return 0, 0, false
 }

@@ -356,3 +356,32 @@ func TestRaftStateVersion1(t *testing.T) {
 		t.Fatalf("version 1 state read as confIndex %d, offset %d, voters %v", got.confIndex, got.compactOffset, got.conf.GetVoters())
 	}
 }
+
+// TestLogStoreEpochEnd: for a term, the largest term at or below it in
+// the log and the offset after its last entry's records.
+func TestLogStoreEpochEnd(t *testing.T) {
+	f := newFixture(t)
+	f.open()
+	// Terms 1 (3 records), 3 (2 records), 5 (4 records, then an empty
+	// entry of term 5).
+	f.append(dataEntry(1, 1, 3, Proposal{}), dataEntry(2, 3, 2, Proposal{}), dataEntry(3, 5, 4, Proposal{}), emptyEntry(4, 5))
+	for _, c := range []struct {
+		e    uint64
+		term uint64
+		end  int64
+		ok   bool
+	}{
+		{0, 0, 0, false}, // older than the log
+		{1, 1, 3, true},
+		{2, 1, 3, true}, // no entry of term 2: term 1's end
+		{3, 3, 5, true},
+		{4, 3, 5, true},
+		{5, 5, 9, true}, // the current term: the log's end
+		{9, 5, 9, true}, // a future term: the same
+	} {
+		term, end, ok := f.s.EpochEnd(c.e)
+		if term != c.term || end != c.end || ok != c.ok {
+			t.Errorf("EpochEnd(%d) = %d, %d, %v; want %d, %d, %v", c.e, term, end, ok, c.term, c.end, c.ok)
+		}
+	}
+}

@@ -209,3 +209,10 @@ func (r *Replica) Delete(ms *meta.Store) error {
 	}
 	return errors.Join(errs...)
 }
+
+// EpochEnd returns, for a Raft term e, the largest term at or below e in
+// the retained log and the offset where that term's records end (see
+// LogStore.EpochEnd).
+func (r *Replica) EpochEnd(e uint64) (term uint64, end int64, ok bool) {
+	return r.store.EpochEnd(e)
+}

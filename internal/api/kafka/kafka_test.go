@@ -454,3 +454,40 @@ func TestFetchKeepsTheProducersCodec(t *testing.T) {
 		t.Fatalf("fetched batch: attributes %#x, %d record bytes; want zstd", rb.Attributes, len(rb.Records))
 	}
 }
+
+// TestOffsetForLeaderEpoch: an epoch's end offset, an undefined answer
+// for an epoch older than the log, and the leader-epoch checks.
+func TestOffsetForLeaderEpoch(t *testing.T) {
+	f, addr := serveFake(t, Config{})
+	ctx := ctxT(t)
+	f.CreateTopic(ctx, "e", broker.TopicConfig{Partitions: 1}, false)
+	f.Publish(ctx, &broker.PublishRequest{Topic: "e", Partition: 0, Records: []record.Record{{Payload: []byte("a")}, {Payload: []byte("b")}}})
+	ask := func(current, epoch int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = "e"
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = current, epoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, client(t, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	if p := ask(-1, 1); p.ErrorCode != 0 || p.LeaderEpoch != 1 || p.EndOffset != 2 {
+		t.Fatalf("epoch 1: %+v", p)
+	}
+	if p := ask(-1, 0); p.ErrorCode != 0 || p.LeaderEpoch != -1 || p.EndOffset != -1 {
+		t.Fatalf("epoch 0: %+v, want undefined", p)
+	}
+	if p := ask(7, 1); p.ErrorCode != kerr.UnknownLeaderEpoch.Code {
+		t.Fatalf("current epoch 7 (ahead): code %d", p.ErrorCode)
+	}
+	if p := ask(0, 1); p.ErrorCode != kerr.FencedLeaderEpoch.Code {
+		t.Fatalf("current epoch 0 (behind): code %d", p.ErrorCode)
+	}
+}

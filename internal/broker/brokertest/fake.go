@@ -448,3 +448,24 @@ func (f *Fake) DeleteGroup(ctx context.Context, group string) error {
 	delete(f.offsets, group)
 	return nil
 }
+
+// EpochEnd: the Fake's partitions have one epoch, 1, ending at the log's
+// end.
+func (f *Fake) EpochEnd(ctx context.Context, topic string, partition int32, epoch uint64) (uint64, int64, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "EpochEnd"); err != nil {
+		return 0, 0, false, err
+	}
+	t, err := f.topicLocked(topic)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if partition < 0 || int(partition) >= len(t.logs) {
+		return 0, 0, false, broker.Errorf(broker.ErrPartitionNotFound, "topic %q has no partition %d", topic, partition)
+	}
+	if epoch < 1 {
+		return 0, 0, false, nil
+	}
+	return 1, int64(len(t.logs[partition])), true, nil
+}
