@@ -473,6 +473,15 @@ type PartitionPlacement struct {
 	Local bool
 }
 
+// replicasOf is a partition's replica set as the metadata group (ct, when
+// known) or else this node knows it; the caller's to keep.
+func replicasOf(ct *cluster.Topic, p *partition) []uint64 {
+	if ct != nil && int(p.id) < len(ct.Replicas) {
+		return ct.Replicas[p.id]
+	}
+	return slices.Clone(p.replicas)
+}
+
 // Placement reports where each partition of a topic is served.
 func (b *Broker) Placement(ctx context.Context, topic string) ([]PartitionPlacement, error) {
 	if err := b.authorize(ctx, ActionDescribe, topicResource(topic)); err != nil {
@@ -486,10 +495,7 @@ func (b *Broker) Placement(ctx context.Context, topic string) ([]PartitionPlacem
 	parts := t.partitions()
 	out := make([]PartitionPlacement, len(parts))
 	for i, p := range parts {
-		pp := PartitionPlacement{Partition: p.id, Replicas: slices.Clone(p.replicas)}
-		if ct != nil && int(p.id) < len(ct.Replicas) {
-			pp.Replicas = slices.Clone(ct.Replicas[p.id])
-		}
+		pp := PartitionPlacement{Partition: p.id, Replicas: replicasOf(ct, p)}
 		if p.rep != nil {
 			pp.Local = true
 			pp.Leader, pp.LeaderTerm = p.rep.Leader(), p.rep.Term()
@@ -552,9 +558,9 @@ func (b *Broker) describeCluster() ClusterStatus {
 		}
 		ct, _ := b.cl.Meta().Topic(t.name)
 		for _, p := range t.partitions() {
-			cp := ClusterPartition{Topic: t.name, Partition: p.id, Replicas: slices.Clone(p.replicas)}
+			cp := ClusterPartition{Topic: t.name, Partition: p.id, Replicas: replicasOf(ct, p)}
 			if ct != nil && int(p.id) < len(ct.Replicas) {
-				cp.Replicas, cp.Target = ct.Replicas[p.id], ct.Target(int(p.id))
+				cp.Target = ct.Target(int(p.id))
 			}
 			if p.rep != nil {
 				cp.Leader = p.rep.Leader()

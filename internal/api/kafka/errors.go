@@ -22,7 +22,6 @@ const (
 	scopeTopic scope = iota
 	scopeGroup
 	scopeCluster
-	scopeTxn
 )
 
 // code maps a broker error to the Kafka error code a client acts on.
@@ -36,8 +35,6 @@ func code(err error, sc scope) int16 {
 			return kerr.GroupAuthorizationFailed.Code
 		case scopeCluster:
 			return kerr.ClusterAuthorizationFailed.Code
-		case scopeTxn:
-			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
 		return kerr.TopicAuthorizationFailed.Code
 	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrPartitionNotFound):
@@ -66,9 +63,6 @@ func code(err error, sc scope) int16 {
 	case errors.Is(err, broker.ErrUnknownMember), errors.Is(err, broker.ErrNotAssigned):
 		return kerr.UnknownMemberID.Code
 	case errors.Is(err, broker.ErrInvalidArgument):
-		if sc == scopeTopic {
-			return kerr.InvalidRequest.Code
-		}
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, broker.ErrUnavailable):
 		if broker.LeaderAddress(err) != "" {

@@ -60,10 +60,10 @@ func fetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	if maxBytes <= 0 {
 		maxBytes = 50 << 20
 	}
-	total := c.readParts(parts, maxBytes, 0)
+	total := c.readParts(parts, maxBytes)
 	if total < int(max(req.MinBytes, 1)) && wait > 0 {
 		c.waitForRecords(parts, wait)
-		total += c.readParts(parts, maxBytes-total, 0)
+		total += c.readParts(parts, maxBytes-total)
 	}
 	c.s.sessions.respond(req, resp, parts)
 	return resp
@@ -72,34 +72,15 @@ func fetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 // readParts reads the partitions that have no records yet, within
 // budget bytes (the first partition with records gets at least one
 // batch), and returns the bytes added.
-func (c *conn) readParts(parts []*fetchPart, budget int, wait time.Duration) int {
+func (c *conn) readParts(parts []*fetchPart, budget int) int {
 	added := 0
-	self := c.s.api.NodeID()
-	placements := map[string][]broker.PartitionPlacement{}
+	lead := c.leaders(c.context())
 	for _, fp := range parts {
 		if fp.out.ErrorCode != 0 || len(fp.out.RecordBatches) > 0 {
 			continue
 		}
-		place, ok := placements[fp.topic]
-		if !ok {
-			var err error
-			if place, err = c.s.api.Placement(c.context(), fp.topic); err != nil {
-				fp.out.ErrorCode = code(err, scopeTopic)
-				continue
-			}
-			placements[fp.topic] = place
-		}
-		if fp.partition < 0 || int(fp.partition) >= len(place) {
-			fp.out.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			continue
-		}
-		pp := place[fp.partition]
-		if pp.Leader != self {
-			fp.out.ErrorCode = kerr.NotLeaderForPartition.Code
-			continue
-		}
-		if code := checkEpoch(fp.epoch, pp.LeaderTerm); code != 0 {
-			fp.out.ErrorCode = code
+		if _, ec := lead.lead(fp.topic, fp.partition, fp.epoch); ec != 0 {
+			fp.out.ErrorCode = ec
 			continue
 		}
 		limit := int(fp.maxBytes)
@@ -110,7 +91,7 @@ func (c *conn) readParts(parts []*fetchPart, budget int, wait time.Duration) int
 			continue
 		}
 		res, err := c.s.api.Fetch(c.context(), broker.FetchRequest{Topic: fp.topic, Partition: fp.partition, Offset: fp.offset,
-			MaxBytes: max(limit, 1), MaxWait: wait})
+			MaxBytes: max(limit, 1)})
 		if err != nil {
 			fp.out.ErrorCode = code(err, scopeTopic)
 			if errors.Is(err, broker.ErrOffsetOutOfRange) {
@@ -123,22 +104,6 @@ func (c *conn) readParts(parts []*fetchPart, budget int, wait time.Duration) int
 		added += len(fp.out.RecordBatches)
 	}
 	return added
-}
-
-// checkEpoch compares the leader epoch a client believes current with
-// the partition's Raft term: a client behind must refresh its metadata
-// (FENCED_LEADER_EPOCH), one ahead knows of a leader this node has not
-// heard of yet (UNKNOWN_LEADER_EPOCH).
-func checkEpoch(client int32, term uint64) int16 {
-	switch {
-	case client < 0:
-		return 0
-	case int64(client) < int64(term):
-		return kerr.FencedLeaderEpoch.Code
-	case int64(client) > int64(term):
-		return kerr.UnknownLeaderEpoch.Code
-	}
-	return 0
 }
 
 // appendBatches converts stored batches to Kafka record batches.
@@ -158,15 +123,23 @@ func appendBatches(dst []byte, batches [][]byte) []byte {
 	return dst
 }
 
+// maxFetchWaiters bounds the partitions one fetch watches while it
+// waits; records arriving on others are read once the wait ends.
+const maxFetchWaiters = 64
+
 // waitForRecords waits until one of the partitions without records (and
 // without error) may have some, or wait passes.
 func (c *conn) waitForRecords(parts []*fetchPart, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(c.context(), wait)
 	defer cancel()
 	var wg sync.WaitGroup
+	watched := 0
 	for _, fp := range parts {
 		if fp.out.ErrorCode != 0 || len(fp.out.RecordBatches) > 0 {
 			continue
+		}
+		if watched++; watched > maxFetchWaiters {
+			break
 		}
 		wg.Add(1)
 		go func() {

@@ -167,9 +167,10 @@ func describeGroups(c *conn, req *kmsg.DescribeGroupsRequest) kmsg.Response {
 	for _, name := range req.Groups {
 		d := kmsg.NewDescribeGroupsResponseGroup()
 		d.Group = name
+		denied := c.allowGroup(broker.ActionDescribe, name)
 		switch {
-		case c.allowGroup(broker.ActionDescribe, name) != 0:
-			d.ErrorCode = c.allowGroup(broker.ActionDescribe, name)
+		case denied != 0:
+			d.ErrorCode = denied
 		case coord != 0:
 			d.ErrorCode = coord
 		default:
@@ -248,9 +249,10 @@ func deleteGroups(c *conn, req *kmsg.DeleteGroupsRequest) kmsg.Response {
 	for _, name := range req.Groups {
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = name
+		denied := c.allowGroup(broker.ActionDelete, name)
 		switch {
-		case c.allowGroup(broker.ActionDelete, name) != 0:
-			g.ErrorCode = c.allowGroup(broker.ActionDelete, name)
+		case denied != 0:
+			g.ErrorCode = denied
 		case coord != 0:
 			g.ErrorCode = coord
 		case c.s.groups.hasMembers(name):

@@ -331,18 +331,21 @@ func sameProtocols(a, b []kmsg.JoinGroupRequestProtocol) bool {
 // supportsOne reports whether every member supports one of protocols.
 func (g *group) supportsOne(protocols []kmsg.JoinGroupRequestProtocol) bool {
 	for _, p := range protocols {
-		all := true
-		for _, m := range g.members {
-			if !m.supports(p.Name) {
-				all = false
-				break
-			}
-		}
-		if all {
+		if g.allSupport(p.Name) {
 			return true
 		}
 	}
 	return false
+}
+
+// allSupport reports whether every member supports protocol name.
+func (g *group) allSupport(name string) bool {
+	for _, m := range g.members {
+		if !m.supports(name) {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *member) supports(name string) bool {
@@ -453,14 +456,7 @@ func (g *group) vote() string {
 	var candidates []string
 	for _, m := range g.members {
 		for i, p := range m.protocols {
-			all := true
-			for _, o := range g.members {
-				if !o.supports(p.Name) {
-					all = false
-					break
-				}
-			}
-			if all {
+			if g.allSupport(p.Name) {
 				if _, seen := score[p.Name]; !seen {
 					candidates = append(candidates, p.Name)
 				}

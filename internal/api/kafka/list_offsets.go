@@ -18,32 +18,24 @@ func init() {
 
 func listOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	self := c.s.api.NodeID()
+	lead := c.leaders(c.context())
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
-		place, perr := c.s.api.Placement(c.context(), t.Topic)
-		var info broker.TopicInfo
-		if perr == nil {
-			info, perr = c.s.api.Topic(c.context(), t.Topic)
-		}
+		info, ierr := c.s.api.Topic(c.context(), t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.Timestamp, rp.Offset = -1, -1
+			pp, ec := lead.lead(t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			switch {
-			case perr != nil:
-				rp.ErrorCode = code(perr, scopeTopic)
-			case p.Partition < 0 || int(p.Partition) >= len(place) || int(p.Partition) >= len(info.Partitions):
+			case ec != 0:
+				rp.ErrorCode = ec
+			case ierr != nil:
+				rp.ErrorCode = code(ierr, scopeTopic)
+			case int(p.Partition) >= len(info.Partitions):
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case place[p.Partition].Leader != self:
-				rp.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
-				pp := place[p.Partition]
-				if code := checkEpoch(p.CurrentLeaderEpoch, pp.LeaderTerm); code != 0 {
-					rp.ErrorCode = code
-					break
-				}
 				rp.LeaderEpoch = int32(pp.LeaderTerm)
 				pi := info.Partitions[p.Partition]
 				switch p.Timestamp {

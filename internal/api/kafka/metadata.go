@@ -21,7 +21,10 @@ func init() {
 func metadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := kmsg.NewPtrMetadataResponse()
 	s := c.s
-	for _, n := range s.nodes() {
+	nodes := s.nodes()
+	serving := map[uint64]bool{}
+	for _, n := range nodes {
+		serving[n.ID] = true
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID = int32(n.ID)
 		b.Host, b.Port = splitHostPort(n.KafkaAddr)
@@ -48,7 +51,7 @@ func metadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	}
 	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	for _, name := range names {
-		resp.Topics = append(resp.Topics, s.describeTopic(c, name, autoCreate))
+		resp.Topics = append(resp.Topics, s.describeTopic(c, name, autoCreate, serving))
 	}
 	return resp
 }
@@ -69,7 +72,9 @@ func (s *Server) nodes() []broker.ClusterNode {
 	return out
 }
 
-func (s *Server) describeTopic(c *conn, name string, autoCreate bool) kmsg.MetadataResponseTopic {
+// describeTopic describes a topic; serving are the nodes with a Kafka
+// listener.
+func (s *Server) describeTopic(c *conn, name string, autoCreate bool, serving map[uint64]bool) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic = &name
 	place, err := s.api.Placement(c.context(), name)
@@ -86,10 +91,6 @@ func (s *Server) describeTopic(c *conn, name string, autoCreate bool) kmsg.Metad
 			t.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		}
 		return t
-	}
-	serving := map[uint64]bool{}
-	for _, n := range s.nodes() {
-		serving[n.ID] = true
 	}
 	for _, pp := range place {
 		p := kmsg.NewMetadataResponseTopicPartition()

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,29 +17,19 @@ func init() {
 
 func offsetForLeaderEpoch(c *conn, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	self := c.s.api.NodeID()
+	lead := c.leaders(c.context())
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
-		place, perr := c.s.api.Placement(c.context(), t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition, rp.LeaderEpoch, rp.EndOffset = p.Partition, -1, -1
+			_, ec := lead.lead(t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			switch {
-			case perr != nil:
-				rp.ErrorCode = code(perr, scopeTopic)
-			case p.Partition < 0 || int(p.Partition) >= len(place):
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case place[p.Partition].Leader != self:
-				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			case ec != 0:
+				rp.ErrorCode = ec
+			case p.LeaderEpoch < 0:
 			default:
-				if code := checkEpoch(p.CurrentLeaderEpoch, place[p.Partition].LeaderTerm); code != 0 {
-					rp.ErrorCode = code
-					break
-				}
-				if p.LeaderEpoch < 0 {
-					break
-				}
 				term, end, ok, err := c.s.api.EpochEnd(c.context(), t.Topic, p.Partition, uint64(p.LeaderEpoch))
 				switch {
 				case err != nil:

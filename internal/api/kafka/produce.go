@@ -36,16 +36,7 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 	case 0, 1:
 		mode = broker.ModeEventual
 	default:
-		for _, t := range req.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.InvalidRequiredAcks.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
+		fail(resp, req, kerr.InvalidRequiredAcks.Code)
 		a.respond(resp)
 		return
 	}
@@ -64,33 +55,19 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 	// after an acks=0 produce still has its records stored.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.context()), timeout)
 	var wg sync.WaitGroup
-	self := c.s.api.NodeID()
-	placements := map[string][]broker.PartitionPlacement{}
+	lead := c.leaders(ctx)
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
 		resp.Topics = append(resp.Topics, rt)
 		rps := resp.Topics[len(resp.Topics)-1].Partitions
-		place, ok := placements[t.Topic]
-		var perr error
-		if !ok {
-			place, perr = c.s.api.Placement(ctx, t.Topic)
-			placements[t.Topic] = place
-		}
 		for i, p := range t.Partitions {
 			rp := &rps[i]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
-			switch {
-			case perr != nil:
-				rp.ErrorCode = code(perr, scopeTopic)
-				continue
-			case p.Partition < 0 || int(p.Partition) >= len(place):
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				continue
-			case place[p.Partition].Leader != self:
-				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			if _, ec := lead.lead(t.Topic, p.Partition, -1); ec != 0 {
+				rp.ErrorCode = ec
 				continue
 			}
 			b, err := parseProduced(p.Records)
@@ -162,8 +139,6 @@ func produceCode(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, broker.ErrUnavailable):
 		return kerr.NotLeaderForPartition.Code
-	case errors.Is(err, broker.ErrResourceExhausted):
-		return kerr.RequestTimedOut.Code
 	}
 	return code(err, scopeTopic)
 }

@@ -183,11 +183,6 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// advertised splits the advertised address into Metadata's host and port.
-func (s *Server) advertised() (string, int32) {
-	return splitHostPort(s.cfg.Advertise)
-}
-
 func splitHostPort(addr string) (string, int32) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
