@@ -68,10 +68,16 @@ const (
 	ActionDelete   = auth.ActionDelete
 	ActionAlter    = auth.ActionAlter
 	ActionDescribe = auth.ActionDescribe
+	ActionAll      = auth.ActionAll // in an ACL: every action
 
 	ResourceTopic   = auth.ResourceTopic
 	ResourceGroup   = auth.ResourceGroup
 	ResourceCluster = auth.ResourceCluster
+	// ResourceTransactionalID is a Kafka transactional id.
+	ResourceTransactionalID = auth.ResourceTransactionalID
+
+	// Wildcard, as an ACL's principal, name or host, matches every one.
+	Wildcard = auth.Wildcard
 )
 
 // Authorizer decides whether a principal may do an action on a resource.

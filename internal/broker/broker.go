@@ -269,7 +269,7 @@ func (b *Broker) lookupTopic(name string) (*topic, error) {
 // it returns once this node has applied the creation. With ifNotExists,
 // an existing topic is returned unchanged instead of ErrTopicExists.
 func (b *Broker) CreateTopic(ctx context.Context, name string, cfg TopicConfig, ifNotExists bool) (TopicInfo, error) {
-	if err := ValidateName("topic", name); err != nil {
+	if err := ValidateTopicName(name); err != nil {
 		return TopicInfo{}, err
 	}
 	if err := b.authorize(ctx, ActionCreate, topicResource(name)); err != nil {

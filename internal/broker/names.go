@@ -21,3 +21,19 @@ func ValidateName(kind, name string) error {
 	}
 	return nil
 }
+
+// reservedTopics are the names of Kafka's internal topics: Kafka clients
+// and tools give them a meaning, so no topic may take them.
+var reservedTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
+
+// ValidateTopicName checks the name of a topic to create: a valid name
+// (ValidateName) that is not one of Kafka's internal topics.
+func ValidateTopicName(name string) error {
+	if err := ValidateName("topic", name); err != nil {
+		return err
+	}
+	if reservedTopics[name] {
+		return errorf(ErrInvalidTopicName, "topic name %q is reserved: Kafka clients and tools treat it as an internal topic", name)
+	}
+	return nil
+}

@@ -79,6 +79,11 @@ func (c *conn) readParts(parts []*fetchPart, budget int) int {
 		if fp.out.ErrorCode != 0 || len(fp.out.RecordBatches) > 0 {
 			continue
 		}
+		if fp.topic == offsetsTopic {
+			fp.out.ErrorCode = internalPartition(fp.partition)
+			fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = 0, 0, 0
+			continue
+		}
 		if _, ec := lead.lead(fp.topic, fp.partition, fp.epoch); ec != 0 {
 			fp.out.ErrorCode = ec
 			continue
@@ -133,9 +138,13 @@ func (c *conn) waitForRecords(parts []*fetchPart, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(c.context(), wait)
 	defer cancel()
 	var wg sync.WaitGroup
-	watched := 0
+	watched, empty := 0, false
 	for _, fp := range parts {
 		if fp.out.ErrorCode != 0 || len(fp.out.RecordBatches) > 0 {
+			continue
+		}
+		if fp.topic == offsetsTopic {
+			empty = true // never gets records: wait the time out
 			continue
 		}
 		if watched++; watched > maxFetchWaiters {
@@ -149,6 +158,9 @@ func (c *conn) waitForRecords(parts []*fetchPart, wait time.Duration) {
 				cancel() // records: wake up and read them all
 			}
 		}()
+	}
+	if watched == 0 && empty {
+		<-ctx.Done()
 	}
 	wg.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -489,5 +490,63 @@ func TestOffsetForLeaderEpoch(t *testing.T) {
 	}
 	if p := ask(0, 1); p.ErrorCode != kerr.FencedLeaderEpoch.Code {
 		t.Fatalf("current epoch 0 (behind): code %d", p.ErrorCode)
+	}
+}
+
+// TestConsumerOffsetsTopic: __consumer_offsets is listed as an internal
+// topic (tools look for it, a regex consumer skips it), cannot be created
+// or produced to, and reads as an empty partition.
+func TestConsumerOffsetsTopic(t *testing.T) {
+	_, addr := serveFake(t, Config{ClusterID: "c1"})
+	ctx := ctxT(t)
+	cl := client(t, addr)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	tds, err := adm.ListTopicsWithInternal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td := tds[offsetsTopic]; !td.IsInternal || len(td.Partitions) != 1 || td.Partitions[0].Leader != 1 {
+		t.Fatalf("%s in metadata: %+v", offsetsTopic, td)
+	}
+	if tds["plain"].IsInternal {
+		t.Fatal("a user topic listed as internal")
+	}
+	if r, _ := adm.CreateTopic(ctx, 1, 1, nil, offsetsTopic); !errors.Is(r.Err, kerr.InvalidTopicException) {
+		t.Fatalf("creating %s: %v", offsetsTopic, r.Err)
+	}
+	err = cl.ProduceSync(ctx, &kgo.Record{Topic: offsetsTopic, Value: []byte("x")}).FirstErr()
+	if !errors.Is(err, kerr.InvalidTopicException) {
+		t.Fatalf("producing to %s: %v", offsetsTopic, err)
+	}
+	offs, err := adm.ListEndOffsets(ctx, offsetsTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(offsetsTopic, 0); !ok || o.Err != nil || o.Offset != 0 {
+		t.Fatalf("end offset of %s: %+v", offsetsTopic, o)
+	}
+	// A fetch waits its max wait and answers an empty partition.
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MinBytes = 300, 1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = offsetsTopic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.Version = 12
+	start := time.Now()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.HighWatermark != 0 || len(p.RecordBatches) != 0 {
+		t.Fatalf("fetch of %s: %+v", offsetsTopic, p)
+	}
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Fatalf("an empty fetch returned after %v, not its max wait", waited)
 	}
 }

@@ -29,6 +29,10 @@ func listOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 			rp.Timestamp, rp.Offset = -1, -1
 			pp, ec := lead.lead(t.Topic, p.Partition, p.CurrentLeaderEpoch)
 			switch {
+			case t.Topic == offsetsTopic:
+				if rp.ErrorCode = internalPartition(p.Partition); rp.ErrorCode == 0 && p.Timestamp < 0 {
+					rp.Offset = 0
+				}
 			case ec != 0:
 				rp.ErrorCode = ec
 			case ierr != nil:

@@ -41,6 +41,7 @@ func metadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 			for _, t := range topics {
 				names = append(names, t.Name)
 			}
+			names = append(names, offsetsTopic)
 		}
 	} else {
 		for _, t := range req.Topics {
@@ -51,6 +52,10 @@ func metadata(c *conn, req *kmsg.MetadataRequest) kmsg.Response {
 	}
 	autoCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	for _, name := range names {
+		if name == offsetsTopic {
+			resp.Topics = append(resp.Topics, s.describeOffsetsTopic(serving))
+			continue
+		}
 		resp.Topics = append(resp.Topics, s.describeTopic(c, name, autoCreate, serving))
 	}
 	return resp

@@ -66,6 +66,10 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 			rp := &rps[i]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
+			if t.Topic == offsetsTopic {
+				rp.ErrorCode = kerr.InvalidTopicException.Code
+				continue
+			}
 			if _, ec := lead.lead(t.Topic, p.Partition, -1); ec != 0 {
 				rp.ErrorCode = ec
 				continue

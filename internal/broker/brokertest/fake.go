@@ -96,7 +96,7 @@ func (f *Fake) CreateTopic(ctx context.Context, name string, cfg broker.TopicCon
 	if err := f.record(ctx, "CreateTopic"); err != nil {
 		return broker.TopicInfo{}, err
 	}
-	if err := broker.ValidateName("topic", name); err != nil {
+	if err := broker.ValidateTopicName(name); err != nil {
 		return broker.TopicInfo{}, err
 	}
 	if t, ok := f.topics[name]; ok {
