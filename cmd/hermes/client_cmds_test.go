@@ -158,6 +158,16 @@ func TestCLIScript(t *testing.T) {
 	if out := mustHermes(t, "", "topic", "describe", "orders", a); !strings.Contains(out, "eventual") {
 		t.Errorf("describe: %q", out)
 	}
+	out = mustHermes(t, "", "topic", "alter", "orders", "--partitions", "3", "--retention", "1h", "--mode", "consistent", a)
+	if !strings.Contains(out, "3 partitions, mode consistent, retention 1h0m0s") {
+		t.Errorf("alter: %q", out)
+	}
+	if _, _, err := hermes(t, "", "topic", "alter", "orders", "--partitions", "2", a); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("alter to fewer partitions: %v", err)
+	}
+	if _, _, err := hermes(t, "", "topic", "alter", "orders", a); err == nil {
+		t.Error("alter with nothing to change succeeded")
+	}
 	mustHermes(t, "", "topic", "delete", "orders", a)
 	if _, _, err := hermes(t, "", "topic", "describe", "orders", a); !errors.Is(err, client.ErrTopicNotFound) {
 		t.Errorf("describe deleted: %v", err)

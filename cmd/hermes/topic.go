@@ -181,9 +181,9 @@ func itoa[T ~int | ~int32 | ~int64](v T) string { return strconv.FormatInt(int64
 func newTopicCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe and delete topics",
+		Short: "Create, list, describe, alter and delete topics",
 	}
-	cmd.AddCommand(newTopicCreateCmd(), newTopicListCmd(), newTopicDescribeCmd(), newTopicDeleteCmd())
+	cmd.AddCommand(newTopicCreateCmd(), newTopicListCmd(), newTopicDescribeCmd(), newTopicAlterCmd(), newTopicDeleteCmd())
 	return cmd
 }
 
@@ -241,6 +241,83 @@ func newTopicCreateCmd() *cobra.Command {
 	f.StringVar(&mode, "mode", "", "default delivery mode: consistent, eventual or performance (default consistent)")
 	f.BoolVar(&ifNotExists, "if-not-exists", false, "succeed without change when the topic exists")
 	f.Int32Var(&rf, "replication-factor", 0, "replicas of each partition on a cluster (0: the cluster's default, min(3, nodes))")
+	f.BoolVar(&asJSON, "json", false, "print the topic as JSON")
+	return cmd
+}
+
+func newTopicAlterCmd() *cobra.Command {
+	var (
+		bf          brokerFlags
+		partitions  int32
+		retention   time.Duration
+		retBytes    int64
+		maxMsgBytes int32
+		mode        string
+		asJSON      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "alter NAME",
+		Short: "Change a topic's retention, max message size or default mode, or add partitions",
+		Long: `Change a topic's configuration: only the flags given change. Partitions can
+be added, never removed; keyed records map to a partition by the key's hash
+modulo the count, so after adding partitions a key may map to another one.`,
+		Example: `  hermes topic alter orders --partitions 6
+  hermes topic alter orders --retention 168h --max-message-bytes 2097152`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			var opts []client.AlterOption
+			if f.Changed("partitions") {
+				opts = append(opts, client.SetPartitions(partitions))
+			}
+			if f.Changed("retention") {
+				opts = append(opts, client.SetRetention(retention))
+			}
+			if f.Changed("retention-bytes") {
+				opts = append(opts, client.SetRetentionBytes(retBytes))
+			}
+			if f.Changed("max-message-bytes") {
+				opts = append(opts, client.SetMaxMessageBytes(maxMsgBytes))
+			}
+			if f.Changed("mode") {
+				m, err := client.ParseMode(mode)
+				if err != nil {
+					return err
+				}
+				if m == client.ModeDefault {
+					return fmt.Errorf("--mode: consistent, eventual or performance")
+				}
+				opts = append(opts, client.SetDefaultMode(m))
+			}
+			if len(opts) == 0 {
+				return fmt.Errorf("nothing to change: give --partitions, --retention, --retention-bytes, --max-message-bytes or --mode")
+			}
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			c, err := bf.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			info, err := c.AlterTopic(ctx, args[0], opts...)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), topicToJSON(info))
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "topic %s: %d partitions, mode %s, retention %s, max message %d bytes\n",
+				info.Name, len(info.Partitions), info.Config.DefaultMode, retentionText(info.Config), info.Config.MaxMessageBytes)
+			return err
+		},
+	}
+	bf.register(cmd, adminTimeout)
+	f := cmd.Flags()
+	f.Int32Var(&partitions, "partitions", 0, "the new partition count (at least the current one)")
+	f.DurationVar(&retention, "retention", 0, "delete segments older than this (0: keep)")
+	f.Int64Var(&retBytes, "retention-bytes", 0, "delete the oldest segments while a partition is larger (0: no limit)")
+	f.Int32Var(&maxMsgBytes, "max-message-bytes", 0, "largest record accepted")
+	f.StringVar(&mode, "mode", "", "default delivery mode: consistent, eventual or performance")
 	f.BoolVar(&asJSON, "json", false, "print the topic as JSON")
 	return cmd
 }

@@ -45,6 +45,12 @@ type API interface {
 	// offsets on every node; its subscriptions end with ErrTopicNotFound.
 	// Errors: ErrInvalidTopicName, ErrTopicNotFound.
 	DeleteTopic(ctx context.Context, name string) error
+	// AlterTopic changes a topic's retention, max message size or default
+	// mode, or adds partitions, on every node; it returns the topic as
+	// this node has it after the change. Errors: ErrInvalidTopicName,
+	// ErrTopicNotFound, ErrInvalidArgument (fewer partitions, a value out
+	// of range).
+	AlterTopic(ctx context.Context, name string, ch TopicChange) (TopicInfo, error)
 	// Topics describes every topic the principal may describe, sorted by
 	// name.
 	Topics(ctx context.Context) ([]TopicInfo, error)

@@ -135,6 +135,8 @@ func (b *Broker) onMetaChange(ch cluster.Change) {
 		b.log.Info("cluster node deregistered", "node", ch.Removed.ID)
 	case ch.Moved != nil:
 		b.moveReplicas(ch.Moved)
+	case ch.Altered != nil:
+		b.alterTopic(ch.Altered)
 	}
 }
 

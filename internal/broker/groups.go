@@ -680,6 +680,18 @@ func (m *groupManager) forgetTopic(name string) {
 	}
 }
 
+// grow spreads a topic's new partitions (it has n now) over the members
+// of the groups that consume it here.
+func (m *groupManager) grow(topic string, n int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, gs := range m.groups {
+		if ch, err := gs.g.SetPartitions(topic, n); err == nil {
+			m.apply(gs, ch)
+		}
+	}
+}
+
 func (m *groupManager) close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()

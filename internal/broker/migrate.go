@@ -127,9 +127,14 @@ func (b *Broker) migrateLegacy(l *legacyData) error {
 // (defaults filled, replication factor chosen); assignID gives it an id
 // (always, except for the topics of a migrated directory).
 func createTopicCmd(name string, cfg TopicConfig, assignID bool) *cpb.Command {
-	return &cpb.Command{Kind: &cpb.Command_CreateTopic{CreateTopic: &cpb.CreateTopic{Name: name, AssignId: assignID, Config: &cpb.TopicConfig{
-		Partitions: cfg.Partitions, RetentionMs: cfg.RetentionAge.Milliseconds(), RetentionBytes: cfg.RetentionBytes,
-		MaxMessageBytes: cfg.MaxMessageBytes, DefaultMode: int32(cfg.DefaultMode), SegmentBytes: cfg.SegmentBytes,
-		ReplicationFactor: cfg.ReplicationFactor,
-	}}}}
+	return &cpb.Command{Kind: &cpb.Command_CreateTopic{CreateTopic: &cpb.CreateTopic{Name: name, AssignId: assignID, Config: cfg.proto()}}}
+}
+
+// proto is c as the metadata keeps it.
+func (c TopicConfig) proto() *cpb.TopicConfig {
+	return &cpb.TopicConfig{
+		Partitions: c.Partitions, RetentionMs: c.RetentionAge.Milliseconds(), RetentionBytes: c.RetentionBytes,
+		MaxMessageBytes: c.MaxMessageBytes, DefaultMode: int32(c.DefaultMode), SegmentBytes: c.SegmentBytes,
+		ReplicationFactor: c.ReplicationFactor,
+	}
 }

@@ -63,7 +63,7 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 		},
 		Duplicate: func() { b.m.duplicates.WithLabelValues(p.label).Inc() },
 	}, b.partitionDir(t.dirName(), id), replication.LogOptions{
-		SegmentBytes: t.cfg.SegmentBytes, RetentionAge: t.cfg.RetentionAge, RetentionBytes: t.cfg.RetentionBytes,
+		SegmentBytes: t.config().SegmentBytes, RetentionAge: t.config().RetentionAge, RetentionBytes: t.config().RetentionBytes,
 		DedupWindow: b.cfg.DedupWindow, DedupMaxBatches: b.cfg.DedupMaxBatches,
 	}, b.meta, b.cl.Transport())
 	if err != nil {

@@ -106,7 +106,7 @@ func (b *Broker) publish(req *PublishRequest, done func(*PublishResult, error)) 
 	}
 	mode := req.Mode
 	if mode == ModeDefault {
-		mode = t.cfg.DefaultMode
+		mode = t.config().DefaultMode
 	}
 	if mode > ModePerformance {
 		done(nil, errorf(ErrInvalidArgument, "unknown delivery mode %d", mode))
@@ -169,7 +169,7 @@ func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
 		return nil, 0, errorf(ErrCorruptBatch, "batch is %d bytes but its header says %d", len(batch), h.Size())
 	}
 	n := int(h.RecordCount)
-	if limit := int(t.cfg.MaxMessageBytes); st.MaxRecordBytes > limit {
+	if limit := int(t.config().MaxMessageBytes); st.MaxRecordBytes > limit {
 		return nil, 0, errorf(ErrMessageTooLarge, "a record of the batch is %d bytes; topic %q allows %d", st.MaxRecordBytes, t.name, limit)
 	}
 	if st.MissingIDs == 0 && st.MissingTimestamps == 0 {
@@ -308,7 +308,7 @@ func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, done f
 			return
 		}
 	}
-	limit := int(t.cfg.MaxMessageBytes)
+	limit := int(t.config().MaxMessageBytes)
 	for i := range req.Records {
 		if size := recordSize(&req.Records[i]); size > limit {
 			done(nil, errorf(ErrMessageTooLarge, "record at index %d is %d bytes; topic %q allows %d", i, size, t.name, limit))

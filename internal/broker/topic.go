@@ -12,8 +12,10 @@ type topic struct {
 	name string
 	// id tells apart topics of the same name over time (cluster.Topic.ID);
 	// its files and Raft groups are named by dirName.
-	id  uint64
-	cfg TopicConfig
+	id uint64
+	// cfg is the topic's configuration, replaced whole when it is altered;
+	// use config().
+	cfg atomic.Pointer[TopicConfig]
 	// parts is the current partitions, replaced whole (copy on write)
 	// when a replica moves to or from this node; use partitions().
 	parts atomic.Pointer[[]*partition]
@@ -53,8 +55,13 @@ func (t *topic) partitions() []*partition {
 func (t *topic) setPartitions(ps []*partition) { t.parts.Store(&ps) }
 
 func newTopic(name string, id uint64, cfg TopicConfig) *topic {
-	return &topic{name: name, id: id, cfg: cfg, notifyCh: make(chan struct{}), deleted: make(chan struct{})}
+	t := &topic{name: name, id: id, notifyCh: make(chan struct{}), deleted: make(chan struct{})}
+	t.cfg.Store(&cfg)
+	return t
 }
+
+// config returns the topic's current configuration.
+func (t *topic) config() *TopicConfig { return t.cfg.Load() }
 
 // dirName names the topic's files and Raft groups (cluster.DirName).
 func (t *topic) dirName() string { return cluster.DirName(t.name, t.id) }
@@ -99,7 +106,7 @@ type PartitionInfo struct {
 }
 
 func (t *topic) info() TopicInfo {
-	ti := TopicInfo{Name: t.name, Config: t.cfg, Partitions: make([]PartitionInfo, len(t.partitions()))}
+	ti := TopicInfo{Name: t.name, Config: *t.config(), Partitions: make([]PartitionInfo, len(t.partitions()))}
 	for i, p := range t.partitions() {
 		if p.remote {
 			ti.Partitions[i] = PartitionInfo{Partition: int32(i)}

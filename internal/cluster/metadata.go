@@ -104,6 +104,9 @@ type Change struct {
 	// Moved is a topic whose replicas or move targets changed (the new
 	// state).
 	Moved *Topic
+	// Altered is a topic whose configuration changed, and maybe its
+	// partition count (the new state).
+	Altered *Topic
 	// Committed is the group whose offsets a CommitOffsets set, with the
 	// offsets it kept (those of existing partitions).
 	Committed *GroupOffsets
@@ -160,6 +163,8 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		}
 		m.nodes[n.ID] = n
 		return Change{Node: n}, nil
+	case *pb.Command_AlterTopic:
+		return m.alterTopic(k.AlterTopic)
 	case *pb.Command_CommitOffsets:
 		return m.commitOffsets(k.CommitOffsets)
 	case *pb.Command_DeleteGroup:
@@ -466,6 +471,30 @@ func (m *Metadata) createTopic(index uint64, c *pb.CreateTopic) (Change, error) 
 	}
 	m.topics[name] = t
 	return Change{Created: t}, nil
+}
+
+func (m *Metadata) alterTopic(c *pb.AlterTopic) (Change, error) {
+	t, ok := m.topics[c.GetName()]
+	if !ok || t.ID != c.GetId() {
+		return Change{}, fmt.Errorf("%w: %q", ErrTopicNotFound, c.GetName())
+	}
+	cfg, was := c.GetConfig(), len(t.Replicas)
+	switch {
+	case cfg.GetPartitions() < int32(was):
+		return Change{}, fmt.Errorf("%w: topic %q has %d partitions; they cannot shrink to %d", ErrBadCommand, t.Name, was, cfg.GetPartitions())
+	case cfg.GetReplicationFactor() != t.Config.GetReplicationFactor():
+		return Change{}, fmt.Errorf("%w: the replication factor of %q changes by moving replicas, not by altering it", ErrBadCommand, t.Name)
+	}
+	if grow := int(cfg.GetPartitions()) - was; grow > 0 {
+		nodes := m.nodeIDs()
+		rf := len(t.Replicas[0]) // as the topic's other partitions
+		if rf > len(nodes) {
+			return Change{}, fmt.Errorf("%w: %d replicas asked, %d nodes", ErrNoNodes, rf, len(nodes))
+		}
+		t.Replicas = append(t.Replicas, Place(t.Name, was+grow, rf, nodes)[was:]...)
+	}
+	t.Config = proto.Clone(cfg).(*pb.TopicConfig)
+	return Change{Altered: t.clone()}, nil
 }
 
 // Place chooses the replicas of each partition of a topic: rf consecutive

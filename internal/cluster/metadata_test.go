@@ -372,3 +372,56 @@ func TestMetadataTopicIDs(t *testing.T) {
 		t.Fatalf("after a snapshot a has id %d", ra.ID)
 	}
 }
+
+// AlterTopic replaces a topic's configuration and grows its partitions,
+// placed as a new topic's would be; it never shrinks them, changes the
+// replication factor, or touches a newer topic of the same name.
+func TestMetadataAlterTopic(t *testing.T) {
+	m := NewMetadata()
+	i := uint64(0)
+	apply := func(cmd *pb.Command) (Change, error) {
+		i++
+		return m.Apply(i, cmd)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if _, err := apply(register(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := apply(&pb.Command{Kind: &pb.Command_CreateTopic{CreateTopic: &pb.CreateTopic{Name: "t",
+		Config: &pb.TopicConfig{Partitions: 2, ReplicationFactor: 2, DefaultMode: 1}, AssignId: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := m.Topic("t")
+	alter := func(id uint64, partitions, rf int32, retention int64) *pb.Command {
+		return &pb.Command{Kind: &pb.Command_AlterTopic{AlterTopic: &pb.AlterTopic{Name: "t", Id: id,
+			Config: &pb.TopicConfig{Partitions: partitions, ReplicationFactor: rf, DefaultMode: 1, RetentionMs: retention}}}}
+	}
+	ch, err := apply(alter(before.ID, 5, 2, 60000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := ch.Altered
+	want := Place("t", 5, 2, []uint64{1, 2, 3})
+	if after == nil || !slices.EqualFunc(after.Replicas, want, slices.Equal) || after.Config.GetRetentionMs() != 60000 {
+		t.Fatalf("altered: %+v, want replicas %v", after, want)
+	}
+	if !slices.EqualFunc(after.Replicas[:2], before.Replicas, slices.Equal) {
+		t.Fatalf("existing partitions moved: %v → %v", before.Replicas, after.Replicas)
+	}
+	for _, c := range []struct {
+		cmd  *pb.Command
+		want error
+	}{
+		{alter(before.ID, 4, 2, 0), ErrBadCommand},      // fewer partitions
+		{alter(before.ID, 5, 3, 0), ErrBadCommand},      // another replication factor
+		{alter(before.ID+1, 6, 2, 0), ErrTopicNotFound}, // another topic of that name
+	} {
+		if _, err := apply(c.cmd); !errors.Is(err, c.want) {
+			t.Fatalf("%v: %v, want %v", c.cmd, err, c.want)
+		}
+	}
+	if got, _ := m.Topic("t"); len(got.Replicas) != 5 || got.Config.GetRetentionMs() != 60000 {
+		t.Fatalf("a refused alter changed the topic: %+v", got)
+	}
+}

@@ -34,6 +34,9 @@ type Log struct {
 	synced atomic.Int64 // offset after the last fsynced batch. Invariant: synced <= next
 	size   atomic.Int64 // bytes of all segments, write buffer included
 	closed atomic.Bool
+	// retentionAge (ns) and retentionBytes: opts' retention, changed by
+	// SetRetention.
+	retentionAge, retentionBytes atomic.Int64
 
 	mu sync.RWMutex
 	// Guarded by mu. segs is in base-offset order, segs[i].end ==
@@ -80,6 +83,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("partlog: create %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, opts: opts}
+	l.SetRetention(opts.RetentionAge, opts.RetentionBytes)
 	if err := l.openSegments(); err != nil {
 		for _, s := range l.segs {
 			s.closeIndexFiles()

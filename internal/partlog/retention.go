@@ -55,17 +55,26 @@ func (l *Log) RetentionBoundary(now time.Time) int64 {
 
 // expired returns how many segments, from the oldest, retention deletes.
 func (l *Log) expired(now time.Time) int {
-	cutoff := now.Add(-l.opts.RetentionAge).UnixNano()
+	age, limit := time.Duration(l.retentionAge.Load()), l.retentionBytes.Load()
+	cutoff := now.Add(-age).UnixNano()
 	total := l.size.Load()
 	n := 0
 	for ; n < len(l.segs)-1; n++ {
 		s := l.segs[n]
-		byAge := l.opts.RetentionAge > 0 && s.maxTS.Load() < cutoff
-		bySize := l.opts.RetentionBytes > 0 && total > l.opts.RetentionBytes
+		byAge := age > 0 && s.maxTS.Load() < cutoff
+		bySize := limit > 0 && total > limit
 		if !byAge && !bySize {
 			break
 		}
 		total -= s.size
 	}
 	return n
+}
+
+// SetRetention changes the retention limits (as Options.RetentionAge and
+// RetentionBytes; 0: none); the next EnforceRetention applies them. Safe
+// for concurrent use.
+func (l *Log) SetRetention(age time.Duration, bytes int64) {
+	l.retentionAge.Store(int64(max(age, 0)))
+	l.retentionBytes.Store(max(bytes, 0))
 }

@@ -61,3 +61,25 @@ func TestRetentionBySize(t *testing.T) {
 	}
 	g.check()
 }
+
+// SetRetention changes the limits of an open log: none deletes nothing,
+// a size limit set later applies at the next enforcement.
+func TestSetRetention(t *testing.T) {
+	f := newFixture(t, Options{SegmentBytes: 1024})
+	f.appendMany(200, 20)
+	segs := f.l.Segments()
+	if n, err := f.l.EnforceRetention(timeZero); err != nil || n != 0 {
+		t.Fatalf("no retention deleted %d segments (%v)", n, err)
+	}
+	f.l.SetRetention(0, 3000)
+	if n, err := f.l.EnforceRetention(timeZero); err != nil || n == 0 || f.l.Size() > 3000 {
+		t.Fatalf("retention to 3000 bytes set later: deleted %d of %d segments, size %d (%v)", n, segs, f.l.Size(), err)
+	}
+	f.check()
+	f.l.SetRetention(0, 0)
+	f.appendMany(200, 20)
+	if n, err := f.l.EnforceRetention(timeZero); err != nil || n != 0 {
+		t.Fatalf("retention removed, yet %d segments deleted (%v)", n, err)
+	}
+	f.check()
+}

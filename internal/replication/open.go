@@ -188,6 +188,12 @@ func (r *Replica) Committed() int64 {
 	return r.store.OffsetAfter(hs.GetCommit())
 }
 
+// SetRetention changes the retention of the replica's data log (as
+// LogOptions); the next EnforceRetention applies it.
+func (r *Replica) SetRetention(age time.Duration, bytes int64) {
+	r.store.log.SetRetention(age, bytes)
+}
+
 // EnforceRetention compacts the Raft log up to where the log's retention
 // (age and size, as opened) cuts at now, deleting the whole segments
 // below; see CompactBefore.

@@ -125,6 +125,59 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	})
 }
 
+// AlterOption is a change AlterTopic makes.
+type AlterOption func(*hermesv1.AlterTopicRequest)
+
+// SetPartitions grows a topic to n partitions (never fewer than it has).
+// Keyed records map to a partition by the key's hash modulo the count:
+// after the change a key may map to another partition.
+func SetPartitions(n int32) AlterOption {
+	return func(r *hermesv1.AlterTopicRequest) { r.Partitions = &n }
+}
+
+// SetRetention sets the age after which whole segments are deleted (0:
+// keep them).
+func SetRetention(d time.Duration) AlterOption {
+	return func(r *hermesv1.AlterTopicRequest) { ms := d.Milliseconds(); r.RetentionMs = &ms }
+}
+
+// SetRetentionBytes sets the size above which a partition's oldest
+// segments are deleted (0: unlimited).
+func SetRetentionBytes(n int64) AlterOption {
+	return func(r *hermesv1.AlterTopicRequest) { r.RetentionBytes = &n }
+}
+
+// SetMaxMessageBytes sets the largest record accepted.
+func SetMaxMessageBytes(n int32) AlterOption {
+	return func(r *hermesv1.AlterTopicRequest) { r.MaxMessageBytes = &n }
+}
+
+// SetDefaultMode sets the mode of publishes that name none.
+func SetDefaultMode(m Mode) AlterOption {
+	return func(r *hermesv1.AlterTopicRequest) { pm := m.proto(); r.DefaultMode = &pm }
+}
+
+// AlterTopic changes a topic's configuration as opts say (the rest stays)
+// and returns its description.
+//
+// Errors: ErrTopicNotFound, ErrInvalidTopicName, ErrInvalidArgument
+// (fewer partitions, a value out of range).
+func (c *Client) AlterTopic(ctx context.Context, name string, opts ...AlterOption) (*TopicInfo, error) {
+	req := &hermesv1.AlterTopicRequest{Name: name}
+	for _, o := range opts {
+		o(req)
+	}
+	var resp *hermesv1.AlterTopicResponse
+	err := c.call(ctx, func(ctx context.Context) (e error) {
+		resp, e = c.api.AlterTopic(ctx, req)
+		return e
+	})
+	if err != nil {
+		return nil, err
+	}
+	return topicFromProto(resp.GetTopic()), nil
+}
+
 // ListTopics returns every topic. The result is the caller's.
 func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 	var resp *hermesv1.ListTopicsResponse

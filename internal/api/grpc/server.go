@@ -69,6 +69,30 @@ func (s *Service) DeleteTopic(ctx context.Context, req *pb.DeleteTopicRequest) (
 	return &pb.DeleteTopicResponse{}, nil
 }
 
+func (s *Service) AlterTopic(ctx context.Context, req *pb.AlterTopicRequest) (*pb.AlterTopicResponse, error) {
+	var ch broker.TopicChange
+	ch.Partitions, ch.RetentionBytes, ch.MaxMessageBytes = req.Partitions, req.RetentionBytes, req.MaxMessageBytes
+	if req.RetentionMs != nil {
+		if *req.RetentionMs < 0 {
+			return nil, toStatus(invalid("retention_ms must not be negative (0 keeps records forever)"))
+		}
+		d := time.Duration(*req.RetentionMs) * time.Millisecond
+		ch.RetentionAge = &d
+	}
+	if req.DefaultMode != nil {
+		m, err := modeFromPB(*req.DefaultMode)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		ch.DefaultMode = &m
+	}
+	ti, err := s.b.AlterTopic(ctx, req.Name, ch)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AlterTopicResponse{Topic: topicInfoToPB(ti)}, nil
+}
+
 func (s *Service) ListTopics(ctx context.Context, req *pb.ListTopicsRequest) (*pb.ListTopicsResponse, error) {
 	topics, err := s.b.Topics(ctx)
 	if err != nil {

@@ -84,7 +84,9 @@ func describeConfigs(c *conn, req *kmsg.DescribeConfigsRequest) kmsg.Response {
 			}
 			cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
 			v := kv[1]
-			cfg.Name, cfg.Value, cfg.Source, cfg.ReadOnly = kv[0], &v, source, true
+			cfg.Name, cfg.Value, cfg.Source = kv[0], &v, source
+			// Alterable: a topic's retention and max message size.
+			cfg.ReadOnly = source != kmsg.ConfigSourceDynamicTopicConfig || kv[0] == "segment.bytes" || kv[0] == "cleanup.policy"
 			if kv[0] == "cleanup.policy" {
 				cfg.Source, cfg.IsDefault = kmsg.ConfigSourceDefaultConfig, true
 			}

@@ -150,6 +150,28 @@ func (f *Fake) DeleteTopic(ctx context.Context, name string) error {
 	return nil
 }
 
+func (f *Fake) AlterTopic(ctx context.Context, name string, ch broker.TopicChange) (broker.TopicInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "AlterTopic"); err != nil {
+		return broker.TopicInfo{}, err
+	}
+	t, err := f.topicLocked(name)
+	if err != nil {
+		return broker.TopicInfo{}, err
+	}
+	cfg, err := ch.Apply(t.info.Config)
+	if err != nil {
+		return broker.TopicInfo{}, err
+	}
+	t.info.Config = cfg
+	for int32(len(t.logs)) < cfg.Partitions {
+		t.logs = append(t.logs, nil)
+	}
+	f.broadcast()
+	return f.infoLocked(t), nil
+}
+
 func (f *Fake) Topics(ctx context.Context) ([]broker.TopicInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -48,6 +48,7 @@ type Command struct {
 	//	*Command_RemoveAcls
 	//	*Command_SetQuota
 	//	*Command_DeleteGroup
+	//	*Command_AlterTopic
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -259,6 +260,15 @@ func (x *Command) GetDeleteGroup() *DeleteGroup {
 	return nil
 }
 
+func (x *Command) GetAlterTopic() *AlterTopic {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_AlterTopic); ok {
+			return x.AlterTopic
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -344,6 +354,11 @@ type Command_DeleteGroup struct {
 	DeleteGroup *DeleteGroup `protobuf:"bytes,19,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
 }
 
+type Command_AlterTopic struct {
+	// A topic's configuration changes; its partitions may grow.
+	AlterTopic *AlterTopic `protobuf:"bytes,20,opt,name=alter_topic,json=alterTopic,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
@@ -379,6 +394,8 @@ func (*Command_RemoveAcls) isCommand_Kind() {}
 func (*Command_SetQuota) isCommand_Kind() {}
 
 func (*Command_DeleteGroup) isCommand_Kind() {}
+
+func (*Command_AlterTopic) isCommand_Kind() {}
 
 // PutUser creates a user or replaces its credentials (create: only if it
 // does not exist; else only if it does).
@@ -1526,6 +1543,70 @@ func (x *DeleteTopic) GetName() string {
 	return ""
 }
 
+// AlterTopic replaces the configuration of the topic of that name and id
+// (validated and complete: the proposer sends the whole new config). The
+// partition count may only grow, and the replication factor not change;
+// new partitions are placed as CreateTopic places a topic's.
+type AlterTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Config        *TopicConfig           `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTopic) Reset() {
+	*x = AlterTopic{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopic) ProtoMessage() {}
+
+func (x *AlterTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopic.ProtoReflect.Descriptor instead.
+func (*AlterTopic) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AlterTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterTopic) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AlterTopic) GetConfig() *TopicConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
 type DeleteGroup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -1535,7 +1616,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1628,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1641,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1585,7 +1666,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1678,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1691,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterNode) GetId() uint64 {
@@ -1660,7 +1741,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1753,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1766,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -1717,7 +1798,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1810,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1823,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1781,7 +1862,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1874,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1887,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 // Snapshot is the whole metadata state, for a node that joins late.
@@ -1825,7 +1906,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1918,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1931,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -1915,7 +1996,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2008,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2021,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TopicState) GetName() string {
@@ -1983,7 +2064,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2076,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2089,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -2029,7 +2110,7 @@ var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\x9f\v\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xea\v\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
@@ -2053,7 +2134,9 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\vremove_acls\x18\x11 \x01(\v2&.hermes.internal.cluster.v1.RemoveAclsH\x00R\n" +
 	"removeAcls\x12C\n" +
 	"\tset_quota\x18\x12 \x01(\v2$.hermes.internal.cluster.v1.SetQuotaH\x00R\bsetQuota\x12L\n" +
-	"\fdelete_group\x18\x13 \x01(\v2'.hermes.internal.cluster.v1.DeleteGroupH\x00R\vdeleteGroupB\x06\n" +
+	"\fdelete_group\x18\x13 \x01(\v2'.hermes.internal.cluster.v1.DeleteGroupH\x00R\vdeleteGroup\x12I\n" +
+	"\valter_topic\x18\x14 \x01(\v2&.hermes.internal.cluster.v1.AlterTopicH\x00R\n" +
+	"alterTopicB\x06\n" +
 	"\x04kind\"\x84\x01\n" +
 	"\aPutUser\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12M\n" +
@@ -2137,7 +2220,12 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x06config\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\x12\x1b\n" +
 	"\tassign_id\x18\x03 \x01(\bR\bassignId\"!\n" +
 	"\vDeleteTopic\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"#\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"q\n" +
+	"\n" +
+	"AlterTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12?\n" +
+	"\x06config\x18\x03 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\"#\n" +
 	"\vDeleteGroup\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x94\x01\n" +
 	"\fRegisterNode\x12\x0e\n" +
@@ -2188,7 +2276,7 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*Command)(nil),              // 0: hermes.internal.cluster.v1.Command
 	(*PutUser)(nil),              // 1: hermes.internal.cluster.v1.PutUser
@@ -2210,21 +2298,22 @@ var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*TopicConfig)(nil),          // 17: hermes.internal.cluster.v1.TopicConfig
 	(*CreateTopic)(nil),          // 18: hermes.internal.cluster.v1.CreateTopic
 	(*DeleteTopic)(nil),          // 19: hermes.internal.cluster.v1.DeleteTopic
-	(*DeleteGroup)(nil),          // 20: hermes.internal.cluster.v1.DeleteGroup
-	(*RegisterNode)(nil),         // 21: hermes.internal.cluster.v1.RegisterNode
-	(*CommitOffsets)(nil),        // 22: hermes.internal.cluster.v1.CommitOffsets
-	(*GroupOffset)(nil),          // 23: hermes.internal.cluster.v1.GroupOffset
-	(*Barrier)(nil),              // 24: hermes.internal.cluster.v1.Barrier
-	(*Snapshot)(nil),             // 25: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),           // 26: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil),       // 27: hermes.internal.cluster.v1.PartitionState
+	(*AlterTopic)(nil),           // 20: hermes.internal.cluster.v1.AlterTopic
+	(*DeleteGroup)(nil),          // 21: hermes.internal.cluster.v1.DeleteGroup
+	(*RegisterNode)(nil),         // 22: hermes.internal.cluster.v1.RegisterNode
+	(*CommitOffsets)(nil),        // 23: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),          // 24: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),              // 25: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),             // 26: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),           // 27: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil),       // 28: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
 	18, // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
 	19, // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	21, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	22, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	24, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	22, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	23, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	25, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
 	14, // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
 	15, // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
 	16, // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
@@ -2237,28 +2326,30 @@ var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
 	7,  // 14: hermes.internal.cluster.v1.Command.add_acls:type_name -> hermes.internal.cluster.v1.AddAcls
 	8,  // 15: hermes.internal.cluster.v1.Command.remove_acls:type_name -> hermes.internal.cluster.v1.RemoveAcls
 	10, // 16: hermes.internal.cluster.v1.Command.set_quota:type_name -> hermes.internal.cluster.v1.SetQuota
-	20, // 17: hermes.internal.cluster.v1.Command.delete_group:type_name -> hermes.internal.cluster.v1.DeleteGroup
-	2,  // 18: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
-	6,  // 19: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
-	9,  // 20: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
-	6,  // 21: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
-	11, // 22: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
-	17, // 23: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	23, // 24: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
-	21, // 25: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	26, // 26: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	22, // 27: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	1,  // 28: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
-	4,  // 29: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
-	6,  // 30: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
-	10, // 31: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
-	17, // 32: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	27, // 33: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	21, // 17: hermes.internal.cluster.v1.Command.delete_group:type_name -> hermes.internal.cluster.v1.DeleteGroup
+	20, // 18: hermes.internal.cluster.v1.Command.alter_topic:type_name -> hermes.internal.cluster.v1.AlterTopic
+	2,  // 19: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
+	6,  // 20: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
+	9,  // 21: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
+	6,  // 22: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
+	11, // 23: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
+	17, // 24: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	17, // 25: hermes.internal.cluster.v1.AlterTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	24, // 26: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	22, // 27: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	27, // 28: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	23, // 29: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	1,  // 30: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
+	4,  // 31: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
+	6,  // 32: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
+	10, // 33: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
+	17, // 34: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	28, // 35: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -2285,6 +2376,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_RemoveAcls)(nil),
 		(*Command_SetQuota)(nil),
 		(*Command_DeleteGroup)(nil),
+		(*Command_AlterTopic)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2292,7 +2384,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

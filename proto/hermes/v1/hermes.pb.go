@@ -3126,6 +3126,140 @@ func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
 	return nil
 }
 
+// AlterTopicRequest: the fields set change, the others stay. Keyed
+// records of a topic whose partitions grow may map to another partition
+// from then on (the partition is the key's hash modulo the count).
+type AlterTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The new partition count: at least the current one.
+	Partitions *int32 `protobuf:"varint,2,opt,name=partitions,proto3,oneof" json:"partitions,omitempty"`
+	// 0: keep records forever.
+	RetentionMs *int64 `protobuf:"varint,3,opt,name=retention_ms,json=retentionMs,proto3,oneof" json:"retention_ms,omitempty"`
+	// 0: unlimited.
+	RetentionBytes  *int64        `protobuf:"varint,4,opt,name=retention_bytes,json=retentionBytes,proto3,oneof" json:"retention_bytes,omitempty"`
+	MaxMessageBytes *int32        `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3,oneof" json:"max_message_bytes,omitempty"`
+	DefaultMode     *DeliveryMode `protobuf:"varint,6,opt,name=default_mode,json=defaultMode,proto3,enum=hermes.v1.DeliveryMode,oneof" json:"default_mode,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AlterTopicRequest) Reset() {
+	*x = AlterTopicRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopicRequest) ProtoMessage() {}
+
+func (x *AlterTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopicRequest.ProtoReflect.Descriptor instead.
+func (*AlterTopicRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *AlterTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterTopicRequest) GetPartitions() int32 {
+	if x != nil && x.Partitions != nil {
+		return *x.Partitions
+	}
+	return 0
+}
+
+func (x *AlterTopicRequest) GetRetentionMs() int64 {
+	if x != nil && x.RetentionMs != nil {
+		return *x.RetentionMs
+	}
+	return 0
+}
+
+func (x *AlterTopicRequest) GetRetentionBytes() int64 {
+	if x != nil && x.RetentionBytes != nil {
+		return *x.RetentionBytes
+	}
+	return 0
+}
+
+func (x *AlterTopicRequest) GetMaxMessageBytes() int32 {
+	if x != nil && x.MaxMessageBytes != nil {
+		return *x.MaxMessageBytes
+	}
+	return 0
+}
+
+func (x *AlterTopicRequest) GetDefaultMode() DeliveryMode {
+	if x != nil && x.DefaultMode != nil {
+		return *x.DefaultMode
+	}
+	return DeliveryMode_DELIVERY_MODE_UNSPECIFIED
+}
+
+type AlterTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *TopicInfo             `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTopicResponse) Reset() {
+	*x = AlterTopicResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopicResponse) ProtoMessage() {}
+
+func (x *AlterTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopicResponse.ProtoReflect.Descriptor instead.
+func (*AlterTopicResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *AlterTopicResponse) GetTopic() *TopicInfo {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
 type PublishRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Echoed in the response; lets a stream match answers to requests.
@@ -3145,7 +3279,7 @@ type PublishRequest struct {
 
 func (x *PublishRequest) Reset() {
 	*x = PublishRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3291,7 @@ func (x *PublishRequest) String() string {
 func (*PublishRequest) ProtoMessage() {}
 
 func (x *PublishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[52]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3304,7 @@ func (x *PublishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
 func (*PublishRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{52}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PublishRequest) GetRequestId() uint64 {
@@ -3226,7 +3360,7 @@ type RecordAck struct {
 
 func (x *RecordAck) Reset() {
 	*x = RecordAck{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3372,7 @@ func (x *RecordAck) String() string {
 func (*RecordAck) ProtoMessage() {}
 
 func (x *RecordAck) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[53]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3385,7 @@ func (x *RecordAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAck.ProtoReflect.Descriptor instead.
 func (*RecordAck) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{53}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RecordAck) GetPartition() int32 {
@@ -3294,7 +3428,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3440,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[54]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3453,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{54}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PublishResponse) GetRequestId() uint64 {
@@ -3400,7 +3534,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3546,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[55]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3559,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{55}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -3491,7 +3625,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3637,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[56]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3650,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{56}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FetchResponse) GetRecords() []*Record {
@@ -3571,7 +3705,7 @@ type StartPosition struct {
 
 func (x *StartPosition) Reset() {
 	*x = StartPosition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[57]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3583,7 +3717,7 @@ func (x *StartPosition) String() string {
 func (*StartPosition) ProtoMessage() {}
 
 func (x *StartPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[57]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,7 +3730,7 @@ func (x *StartPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPosition.ProtoReflect.Descriptor instead.
 func (*StartPosition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{57}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *StartPosition) GetPosition() isStartPosition_Position {
@@ -3703,7 +3837,7 @@ type SubscribeOptions struct {
 
 func (x *SubscribeOptions) Reset() {
 	*x = SubscribeOptions{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[58]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3715,7 +3849,7 @@ func (x *SubscribeOptions) String() string {
 func (*SubscribeOptions) ProtoMessage() {}
 
 func (x *SubscribeOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[58]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3728,7 +3862,7 @@ func (x *SubscribeOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeOptions.ProtoReflect.Descriptor instead.
 func (*SubscribeOptions) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{58}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SubscribeOptions) GetTopic() string {
@@ -3849,7 +3983,7 @@ type Credit struct {
 
 func (x *Credit) Reset() {
 	*x = Credit{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[59]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3861,7 +3995,7 @@ func (x *Credit) String() string {
 func (*Credit) ProtoMessage() {}
 
 func (x *Credit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[59]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3874,7 +4008,7 @@ func (x *Credit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credit.ProtoReflect.Descriptor instead.
 func (*Credit) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{59}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Credit) GetRecords() int32 {
@@ -3902,7 +4036,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[60]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4048,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[60]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4061,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{60}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -3960,7 +4094,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[61]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +4106,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[61]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +4119,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{61}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AckRequest) GetRecords() []*PartitionOffset {
@@ -4004,7 +4138,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[62]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4150,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[62]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4163,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{62}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *NackRequest) GetRecords() []*PartitionOffset {
@@ -4048,7 +4182,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[63]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4060,7 +4194,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[63]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4073,7 +4207,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{63}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CommitRequest) GetOffsets() []*PartitionOffset {
@@ -4091,7 +4225,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[64]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4103,7 +4237,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[64]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4116,7 +4250,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{64}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{66}
 }
 
 type SubscribeRequest struct {
@@ -4136,7 +4270,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[65]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4282,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[65]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4295,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{65}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SubscribeRequest) GetKind() isSubscribeRequest_Kind {
@@ -4279,7 +4413,7 @@ type Subscribed struct {
 
 func (x *Subscribed) Reset() {
 	*x = Subscribed{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[66]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +4425,7 @@ func (x *Subscribed) String() string {
 func (*Subscribed) ProtoMessage() {}
 
 func (x *Subscribed) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[66]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +4438,7 @@ func (x *Subscribed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscribed.ProtoReflect.Descriptor instead.
 func (*Subscribed) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{66}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Subscribed) GetMemberId() string {
@@ -4340,7 +4474,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[67]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4486,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[67]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4499,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{67}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Assignment) GetTopic() string {
@@ -4402,7 +4536,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[68]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4548,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[68]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4561,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{68}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Deliveries) GetRecords() []*Record {
@@ -4461,7 +4595,7 @@ type CommitResult struct {
 
 func (x *CommitResult) Reset() {
 	*x = CommitResult{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[69]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4473,7 +4607,7 @@ func (x *CommitResult) String() string {
 func (*CommitResult) ProtoMessage() {}
 
 func (x *CommitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[69]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4486,7 +4620,7 @@ func (x *CommitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResult.ProtoReflect.Descriptor instead.
 func (*CommitResult) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{69}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CommitResult) GetOffsets() []*PartitionOffset {
@@ -4519,7 +4653,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[70]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4531,7 +4665,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[70]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4544,7 +4678,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{70}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
@@ -4648,7 +4782,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[71]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4660,7 +4794,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[71]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4673,7 +4807,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{71}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -4705,7 +4839,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[72]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4717,7 +4851,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[72]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4730,7 +4864,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{72}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{74}
 }
 
 type ListGroupsRequest struct {
@@ -4741,7 +4875,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[73]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4753,7 +4887,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[73]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4766,7 +4900,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{73}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{75}
 }
 
 type GroupSummary struct {
@@ -4780,7 +4914,7 @@ type GroupSummary struct {
 
 func (x *GroupSummary) Reset() {
 	*x = GroupSummary{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[74]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4792,7 +4926,7 @@ func (x *GroupSummary) String() string {
 func (*GroupSummary) ProtoMessage() {}
 
 func (x *GroupSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[74]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4805,7 +4939,7 @@ func (x *GroupSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSummary.ProtoReflect.Descriptor instead.
 func (*GroupSummary) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{74}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GroupSummary) GetGroup() string {
@@ -4838,7 +4972,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[75]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4850,7 +4984,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[75]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4863,7 +4997,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{75}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupSummary {
@@ -4882,7 +5016,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[76]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4894,7 +5028,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[76]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4907,7 +5041,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{76}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -4929,7 +5063,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[77]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4941,7 +5075,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[77]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4954,7 +5088,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{77}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -5001,7 +5135,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[78]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5013,7 +5147,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[78]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5026,7 +5160,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{78}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -5090,7 +5224,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5102,7 +5236,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5115,7 +5249,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{79}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -5154,7 +5288,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5166,7 +5300,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5179,7 +5313,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{80}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{82}
 }
 
 type HealthResponse struct {
@@ -5193,7 +5327,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5205,7 +5339,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5218,7 +5352,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{81}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *HealthResponse) GetStatus() string {
@@ -5250,7 +5384,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5262,7 +5396,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5275,7 +5409,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{82}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{84}
 }
 
 type ClusterNode struct {
@@ -5289,7 +5423,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5435,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5448,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{83}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ClusterNode) GetId() uint64 {
@@ -5349,7 +5483,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5361,7 +5495,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5374,7 +5508,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{84}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ReplicaProgress) GetNode() uint64 {
@@ -5409,7 +5543,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5421,7 +5555,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5434,7 +5568,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{85}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -5499,7 +5633,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5511,7 +5645,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5524,7 +5658,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{86}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *DescribeClusterResponse) GetNodeId() uint64 {
@@ -5716,6 +5850,22 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x14DescribeTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
 	"\x15DescribeTopicResponse\x12*\n" +
+	"\x05topic\x18\x01 \x01(\v2\x14.hermes.v1.TopicInfoR\x05topic\"\xef\x02\n" +
+	"\x11AlterTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\n" +
+	"partitions\x18\x02 \x01(\x05H\x00R\n" +
+	"partitions\x88\x01\x01\x12&\n" +
+	"\fretention_ms\x18\x03 \x01(\x03H\x01R\vretentionMs\x88\x01\x01\x12,\n" +
+	"\x0fretention_bytes\x18\x04 \x01(\x03H\x02R\x0eretentionBytes\x88\x01\x01\x12/\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\x05H\x03R\x0fmaxMessageBytes\x88\x01\x01\x12?\n" +
+	"\fdefault_mode\x18\x06 \x01(\x0e2\x17.hermes.v1.DeliveryModeH\x04R\vdefaultMode\x88\x01\x01B\r\n" +
+	"\v_partitionsB\x0f\n" +
+	"\r_retention_msB\x12\n" +
+	"\x10_retention_bytesB\x14\n" +
+	"\x12_max_message_bytesB\x0f\n" +
+	"\r_default_mode\"@\n" +
+	"\x12AlterTopicResponse\x12*\n" +
 	"\x05topic\x18\x01 \x01(\v2\x14.hermes.v1.TopicInfoR\x05topic\"\xe6\x01\n" +
 	"\x0ePublishRequest\x12\x1d\n" +
 	"\n" +
@@ -5962,13 +6112,15 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x18\n" +
-	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xf7\x10\n" +
+	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xc2\x11\n" +
 	"\x06Hermes\x12L\n" +
 	"\vCreateTopic\x12\x1d.hermes.v1.CreateTopicRequest\x1a\x1e.hermes.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.hermes.v1.DeleteTopicRequest\x1a\x1e.hermes.v1.DeleteTopicResponse\x12I\n" +
 	"\n" +
 	"ListTopics\x12\x1c.hermes.v1.ListTopicsRequest\x1a\x1d.hermes.v1.ListTopicsResponse\x12R\n" +
-	"\rDescribeTopic\x12\x1f.hermes.v1.DescribeTopicRequest\x1a .hermes.v1.DescribeTopicResponse\x12@\n" +
+	"\rDescribeTopic\x12\x1f.hermes.v1.DescribeTopicRequest\x1a .hermes.v1.DescribeTopicResponse\x12I\n" +
+	"\n" +
+	"AlterTopic\x12\x1c.hermes.v1.AlterTopicRequest\x1a\x1d.hermes.v1.AlterTopicResponse\x12@\n" +
 	"\aPublish\x12\x19.hermes.v1.PublishRequest\x1a\x1a.hermes.v1.PublishResponse\x12J\n" +
 	"\rPublishStream\x12\x19.hermes.v1.PublishRequest\x1a\x1a.hermes.v1.PublishResponse(\x010\x01\x12:\n" +
 	"\x05Fetch\x12\x17.hermes.v1.FetchRequest\x1a\x18.hermes.v1.FetchResponse\x12J\n" +
@@ -6016,7 +6168,7 @@ func file_proto_hermes_v1_hermes_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_hermes_v1_hermes_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_proto_hermes_v1_hermes_proto_goTypes = []any{
 	(ResourceType)(0),               // 0: hermes.v1.ResourceType
 	(Operation)(0),                  // 1: hermes.v1.Operation
@@ -6077,41 +6229,43 @@ var file_proto_hermes_v1_hermes_proto_goTypes = []any{
 	(*ListTopicsResponse)(nil),      // 56: hermes.v1.ListTopicsResponse
 	(*DescribeTopicRequest)(nil),    // 57: hermes.v1.DescribeTopicRequest
 	(*DescribeTopicResponse)(nil),   // 58: hermes.v1.DescribeTopicResponse
-	(*PublishRequest)(nil),          // 59: hermes.v1.PublishRequest
-	(*RecordAck)(nil),               // 60: hermes.v1.RecordAck
-	(*PublishResponse)(nil),         // 61: hermes.v1.PublishResponse
-	(*FetchRequest)(nil),            // 62: hermes.v1.FetchRequest
-	(*FetchResponse)(nil),           // 63: hermes.v1.FetchResponse
-	(*StartPosition)(nil),           // 64: hermes.v1.StartPosition
-	(*SubscribeOptions)(nil),        // 65: hermes.v1.SubscribeOptions
-	(*Credit)(nil),                  // 66: hermes.v1.Credit
-	(*PartitionOffset)(nil),         // 67: hermes.v1.PartitionOffset
-	(*AckRequest)(nil),              // 68: hermes.v1.AckRequest
-	(*NackRequest)(nil),             // 69: hermes.v1.NackRequest
-	(*CommitRequest)(nil),           // 70: hermes.v1.CommitRequest
-	(*Heartbeat)(nil),               // 71: hermes.v1.Heartbeat
-	(*SubscribeRequest)(nil),        // 72: hermes.v1.SubscribeRequest
-	(*Subscribed)(nil),              // 73: hermes.v1.Subscribed
-	(*Assignment)(nil),              // 74: hermes.v1.Assignment
-	(*Deliveries)(nil),              // 75: hermes.v1.Deliveries
-	(*CommitResult)(nil),            // 76: hermes.v1.CommitResult
-	(*SubscribeResponse)(nil),       // 77: hermes.v1.SubscribeResponse
-	(*CommitOffsetsRequest)(nil),    // 78: hermes.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),   // 79: hermes.v1.CommitOffsetsResponse
-	(*ListGroupsRequest)(nil),       // 80: hermes.v1.ListGroupsRequest
-	(*GroupSummary)(nil),            // 81: hermes.v1.GroupSummary
-	(*ListGroupsResponse)(nil),      // 82: hermes.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),    // 83: hermes.v1.DescribeGroupRequest
-	(*GroupMember)(nil),             // 84: hermes.v1.GroupMember
-	(*GroupPartition)(nil),          // 85: hermes.v1.GroupPartition
-	(*DescribeGroupResponse)(nil),   // 86: hermes.v1.DescribeGroupResponse
-	(*HealthRequest)(nil),           // 87: hermes.v1.HealthRequest
-	(*HealthResponse)(nil),          // 88: hermes.v1.HealthResponse
-	(*DescribeClusterRequest)(nil),  // 89: hermes.v1.DescribeClusterRequest
-	(*ClusterNode)(nil),             // 90: hermes.v1.ClusterNode
-	(*ReplicaProgress)(nil),         // 91: hermes.v1.ReplicaProgress
-	(*ClusterPartition)(nil),        // 92: hermes.v1.ClusterPartition
-	(*DescribeClusterResponse)(nil), // 93: hermes.v1.DescribeClusterResponse
+	(*AlterTopicRequest)(nil),       // 59: hermes.v1.AlterTopicRequest
+	(*AlterTopicResponse)(nil),      // 60: hermes.v1.AlterTopicResponse
+	(*PublishRequest)(nil),          // 61: hermes.v1.PublishRequest
+	(*RecordAck)(nil),               // 62: hermes.v1.RecordAck
+	(*PublishResponse)(nil),         // 63: hermes.v1.PublishResponse
+	(*FetchRequest)(nil),            // 64: hermes.v1.FetchRequest
+	(*FetchResponse)(nil),           // 65: hermes.v1.FetchResponse
+	(*StartPosition)(nil),           // 66: hermes.v1.StartPosition
+	(*SubscribeOptions)(nil),        // 67: hermes.v1.SubscribeOptions
+	(*Credit)(nil),                  // 68: hermes.v1.Credit
+	(*PartitionOffset)(nil),         // 69: hermes.v1.PartitionOffset
+	(*AckRequest)(nil),              // 70: hermes.v1.AckRequest
+	(*NackRequest)(nil),             // 71: hermes.v1.NackRequest
+	(*CommitRequest)(nil),           // 72: hermes.v1.CommitRequest
+	(*Heartbeat)(nil),               // 73: hermes.v1.Heartbeat
+	(*SubscribeRequest)(nil),        // 74: hermes.v1.SubscribeRequest
+	(*Subscribed)(nil),              // 75: hermes.v1.Subscribed
+	(*Assignment)(nil),              // 76: hermes.v1.Assignment
+	(*Deliveries)(nil),              // 77: hermes.v1.Deliveries
+	(*CommitResult)(nil),            // 78: hermes.v1.CommitResult
+	(*SubscribeResponse)(nil),       // 79: hermes.v1.SubscribeResponse
+	(*CommitOffsetsRequest)(nil),    // 80: hermes.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),   // 81: hermes.v1.CommitOffsetsResponse
+	(*ListGroupsRequest)(nil),       // 82: hermes.v1.ListGroupsRequest
+	(*GroupSummary)(nil),            // 83: hermes.v1.GroupSummary
+	(*ListGroupsResponse)(nil),      // 84: hermes.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),    // 85: hermes.v1.DescribeGroupRequest
+	(*GroupMember)(nil),             // 86: hermes.v1.GroupMember
+	(*GroupPartition)(nil),          // 87: hermes.v1.GroupPartition
+	(*DescribeGroupResponse)(nil),   // 88: hermes.v1.DescribeGroupResponse
+	(*HealthRequest)(nil),           // 89: hermes.v1.HealthRequest
+	(*HealthResponse)(nil),          // 90: hermes.v1.HealthResponse
+	(*DescribeClusterRequest)(nil),  // 91: hermes.v1.DescribeClusterRequest
+	(*ClusterNode)(nil),             // 92: hermes.v1.ClusterNode
+	(*ReplicaProgress)(nil),         // 93: hermes.v1.ReplicaProgress
+	(*ClusterPartition)(nil),        // 94: hermes.v1.ClusterPartition
+	(*DescribeClusterResponse)(nil), // 95: hermes.v1.DescribeClusterResponse
 }
 var file_proto_hermes_v1_hermes_proto_depIdxs = []int32{
 	16, // 0: hermes.v1.ListUsersResponse.users:type_name -> hermes.v1.UserInfo
@@ -6138,103 +6292,107 @@ var file_proto_hermes_v1_hermes_proto_depIdxs = []int32{
 	50, // 21: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
 	50, // 22: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
 	50, // 23: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	4,  // 24: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
-	46, // 25: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
-	60, // 26: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
-	4,  // 27: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
-	44, // 28: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
-	46, // 29: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
-	47, // 30: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
-	64, // 31: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
-	6,  // 32: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
-	67, // 33: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
-	67, // 34: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
-	67, // 35: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	65, // 36: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
-	66, // 37: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
-	68, // 38: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
-	69, // 39: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
-	70, // 40: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
-	71, // 41: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
-	46, // 42: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
-	47, // 43: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
-	67, // 44: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
-	44, // 45: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
-	73, // 46: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
-	74, // 47: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
-	75, // 48: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
-	76, // 49: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
-	44, // 50: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
-	67, // 51: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	81, // 52: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
-	84, // 53: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
-	85, // 54: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
-	91, // 55: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
-	90, // 56: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
-	92, // 57: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
-	51, // 58: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
-	53, // 59: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
-	55, // 60: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
-	57, // 61: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
-	59, // 62: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
-	59, // 63: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
-	62, // 64: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
-	72, // 65: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
-	78, // 66: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
-	80, // 67: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
-	83, // 68: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
-	87, // 69: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
-	89, // 70: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
-	40, // 71: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
-	42, // 72: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
-	37, // 73: hermes.v1.Hermes.Rebalance:input_type -> hermes.v1.RebalanceRequest
-	7,  // 74: hermes.v1.Hermes.WhoAmI:input_type -> hermes.v1.WhoAmIRequest
-	9,  // 75: hermes.v1.Hermes.CreateUser:input_type -> hermes.v1.CreateUserRequest
-	11, // 76: hermes.v1.Hermes.SetPassword:input_type -> hermes.v1.SetPasswordRequest
-	13, // 77: hermes.v1.Hermes.DeleteUser:input_type -> hermes.v1.DeleteUserRequest
-	15, // 78: hermes.v1.Hermes.ListUsers:input_type -> hermes.v1.ListUsersRequest
-	18, // 79: hermes.v1.Hermes.CreateToken:input_type -> hermes.v1.CreateTokenRequest
-	21, // 80: hermes.v1.Hermes.RevokeToken:input_type -> hermes.v1.RevokeTokenRequest
-	23, // 81: hermes.v1.Hermes.ListTokens:input_type -> hermes.v1.ListTokensRequest
-	26, // 82: hermes.v1.Hermes.CreateAcls:input_type -> hermes.v1.CreateAclsRequest
-	28, // 83: hermes.v1.Hermes.DeleteAcls:input_type -> hermes.v1.DeleteAclsRequest
-	30, // 84: hermes.v1.Hermes.ListAcls:input_type -> hermes.v1.ListAclsRequest
-	33, // 85: hermes.v1.Hermes.SetQuota:input_type -> hermes.v1.SetQuotaRequest
-	35, // 86: hermes.v1.Hermes.ListQuotas:input_type -> hermes.v1.ListQuotasRequest
-	52, // 87: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
-	54, // 88: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
-	56, // 89: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
-	58, // 90: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
-	61, // 91: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
-	61, // 92: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
-	63, // 93: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
-	77, // 94: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
-	79, // 95: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
-	82, // 96: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
-	86, // 97: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
-	88, // 98: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
-	93, // 99: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
-	41, // 100: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
-	43, // 101: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
-	39, // 102: hermes.v1.Hermes.Rebalance:output_type -> hermes.v1.RebalanceResponse
-	8,  // 103: hermes.v1.Hermes.WhoAmI:output_type -> hermes.v1.WhoAmIResponse
-	10, // 104: hermes.v1.Hermes.CreateUser:output_type -> hermes.v1.CreateUserResponse
-	12, // 105: hermes.v1.Hermes.SetPassword:output_type -> hermes.v1.SetPasswordResponse
-	14, // 106: hermes.v1.Hermes.DeleteUser:output_type -> hermes.v1.DeleteUserResponse
-	17, // 107: hermes.v1.Hermes.ListUsers:output_type -> hermes.v1.ListUsersResponse
-	20, // 108: hermes.v1.Hermes.CreateToken:output_type -> hermes.v1.CreateTokenResponse
-	22, // 109: hermes.v1.Hermes.RevokeToken:output_type -> hermes.v1.RevokeTokenResponse
-	24, // 110: hermes.v1.Hermes.ListTokens:output_type -> hermes.v1.ListTokensResponse
-	27, // 111: hermes.v1.Hermes.CreateAcls:output_type -> hermes.v1.CreateAclsResponse
-	29, // 112: hermes.v1.Hermes.DeleteAcls:output_type -> hermes.v1.DeleteAclsResponse
-	31, // 113: hermes.v1.Hermes.ListAcls:output_type -> hermes.v1.ListAclsResponse
-	34, // 114: hermes.v1.Hermes.SetQuota:output_type -> hermes.v1.SetQuotaResponse
-	36, // 115: hermes.v1.Hermes.ListQuotas:output_type -> hermes.v1.ListQuotasResponse
-	87, // [87:116] is the sub-list for method output_type
-	58, // [58:87] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	4,  // 24: hermes.v1.AlterTopicRequest.default_mode:type_name -> hermes.v1.DeliveryMode
+	50, // 25: hermes.v1.AlterTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	4,  // 26: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
+	46, // 27: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
+	62, // 28: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
+	4,  // 29: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
+	44, // 30: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
+	46, // 31: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
+	47, // 32: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
+	66, // 33: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
+	6,  // 34: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
+	69, // 35: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
+	69, // 36: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
+	69, // 37: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	67, // 38: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
+	68, // 39: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
+	70, // 40: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
+	71, // 41: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
+	72, // 42: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
+	73, // 43: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
+	46, // 44: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
+	47, // 45: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
+	69, // 46: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
+	44, // 47: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
+	75, // 48: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
+	76, // 49: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
+	77, // 50: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
+	78, // 51: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
+	44, // 52: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
+	69, // 53: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	83, // 54: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
+	86, // 55: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
+	87, // 56: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
+	93, // 57: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
+	92, // 58: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
+	94, // 59: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
+	51, // 60: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
+	53, // 61: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
+	55, // 62: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
+	57, // 63: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
+	59, // 64: hermes.v1.Hermes.AlterTopic:input_type -> hermes.v1.AlterTopicRequest
+	61, // 65: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
+	61, // 66: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
+	64, // 67: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
+	74, // 68: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
+	80, // 69: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
+	82, // 70: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
+	85, // 71: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
+	89, // 72: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
+	91, // 73: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
+	40, // 74: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
+	42, // 75: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
+	37, // 76: hermes.v1.Hermes.Rebalance:input_type -> hermes.v1.RebalanceRequest
+	7,  // 77: hermes.v1.Hermes.WhoAmI:input_type -> hermes.v1.WhoAmIRequest
+	9,  // 78: hermes.v1.Hermes.CreateUser:input_type -> hermes.v1.CreateUserRequest
+	11, // 79: hermes.v1.Hermes.SetPassword:input_type -> hermes.v1.SetPasswordRequest
+	13, // 80: hermes.v1.Hermes.DeleteUser:input_type -> hermes.v1.DeleteUserRequest
+	15, // 81: hermes.v1.Hermes.ListUsers:input_type -> hermes.v1.ListUsersRequest
+	18, // 82: hermes.v1.Hermes.CreateToken:input_type -> hermes.v1.CreateTokenRequest
+	21, // 83: hermes.v1.Hermes.RevokeToken:input_type -> hermes.v1.RevokeTokenRequest
+	23, // 84: hermes.v1.Hermes.ListTokens:input_type -> hermes.v1.ListTokensRequest
+	26, // 85: hermes.v1.Hermes.CreateAcls:input_type -> hermes.v1.CreateAclsRequest
+	28, // 86: hermes.v1.Hermes.DeleteAcls:input_type -> hermes.v1.DeleteAclsRequest
+	30, // 87: hermes.v1.Hermes.ListAcls:input_type -> hermes.v1.ListAclsRequest
+	33, // 88: hermes.v1.Hermes.SetQuota:input_type -> hermes.v1.SetQuotaRequest
+	35, // 89: hermes.v1.Hermes.ListQuotas:input_type -> hermes.v1.ListQuotasRequest
+	52, // 90: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
+	54, // 91: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
+	56, // 92: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
+	58, // 93: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
+	60, // 94: hermes.v1.Hermes.AlterTopic:output_type -> hermes.v1.AlterTopicResponse
+	63, // 95: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
+	63, // 96: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
+	65, // 97: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
+	79, // 98: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
+	81, // 99: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
+	84, // 100: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
+	88, // 101: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
+	90, // 102: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
+	95, // 103: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
+	41, // 104: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
+	43, // 105: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
+	39, // 106: hermes.v1.Hermes.Rebalance:output_type -> hermes.v1.RebalanceResponse
+	8,  // 107: hermes.v1.Hermes.WhoAmI:output_type -> hermes.v1.WhoAmIResponse
+	10, // 108: hermes.v1.Hermes.CreateUser:output_type -> hermes.v1.CreateUserResponse
+	12, // 109: hermes.v1.Hermes.SetPassword:output_type -> hermes.v1.SetPasswordResponse
+	14, // 110: hermes.v1.Hermes.DeleteUser:output_type -> hermes.v1.DeleteUserResponse
+	17, // 111: hermes.v1.Hermes.ListUsers:output_type -> hermes.v1.ListUsersResponse
+	20, // 112: hermes.v1.Hermes.CreateToken:output_type -> hermes.v1.CreateTokenResponse
+	22, // 113: hermes.v1.Hermes.RevokeToken:output_type -> hermes.v1.RevokeTokenResponse
+	24, // 114: hermes.v1.Hermes.ListTokens:output_type -> hermes.v1.ListTokensResponse
+	27, // 115: hermes.v1.Hermes.CreateAcls:output_type -> hermes.v1.CreateAclsResponse
+	29, // 116: hermes.v1.Hermes.DeleteAcls:output_type -> hermes.v1.DeleteAclsResponse
+	31, // 117: hermes.v1.Hermes.ListAcls:output_type -> hermes.v1.ListAclsResponse
+	34, // 118: hermes.v1.Hermes.SetQuota:output_type -> hermes.v1.SetQuotaResponse
+	36, // 119: hermes.v1.Hermes.ListQuotas:output_type -> hermes.v1.ListQuotasResponse
+	90, // [90:120] is the sub-list for method output_type
+	60, // [60:90] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_proto_hermes_v1_hermes_proto_init() }
@@ -6244,13 +6402,14 @@ func file_proto_hermes_v1_hermes_proto_init() {
 	}
 	file_proto_hermes_v1_hermes_proto_msgTypes[39].OneofWrappers = []any{}
 	file_proto_hermes_v1_hermes_proto_msgTypes[52].OneofWrappers = []any{}
-	file_proto_hermes_v1_hermes_proto_msgTypes[57].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[54].OneofWrappers = []any{}
+	file_proto_hermes_v1_hermes_proto_msgTypes[59].OneofWrappers = []any{
 		(*StartPosition_Latest)(nil),
 		(*StartPosition_Earliest)(nil),
 		(*StartPosition_Offset)(nil),
 		(*StartPosition_TimestampUnixNano)(nil),
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[65].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[67].OneofWrappers = []any{
 		(*SubscribeRequest_Open)(nil),
 		(*SubscribeRequest_Credit)(nil),
 		(*SubscribeRequest_Ack)(nil),
@@ -6258,7 +6417,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 		(*SubscribeRequest_Commit)(nil),
 		(*SubscribeRequest_Heartbeat)(nil),
 	}
-	file_proto_hermes_v1_hermes_proto_msgTypes[70].OneofWrappers = []any{
+	file_proto_hermes_v1_hermes_proto_msgTypes[72].OneofWrappers = []any{
 		(*SubscribeResponse_Subscribed)(nil),
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Deliveries)(nil),
@@ -6271,7 +6430,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_hermes_v1_hermes_proto_rawDesc), len(file_proto_hermes_v1_hermes_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   87,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,7 @@ const (
 	Hermes_DeleteTopic_FullMethodName     = "/hermes.v1.Hermes/DeleteTopic"
 	Hermes_ListTopics_FullMethodName      = "/hermes.v1.Hermes/ListTopics"
 	Hermes_DescribeTopic_FullMethodName   = "/hermes.v1.Hermes/DescribeTopic"
+	Hermes_AlterTopic_FullMethodName      = "/hermes.v1.Hermes/AlterTopic"
 	Hermes_Publish_FullMethodName         = "/hermes.v1.Hermes/Publish"
 	Hermes_PublishStream_FullMethodName   = "/hermes.v1.Hermes/PublishStream"
 	Hermes_Fetch_FullMethodName           = "/hermes.v1.Hermes/Fetch"
@@ -73,6 +74,9 @@ type HermesClient interface {
 	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
 	DescribeTopic(ctx context.Context, in *DescribeTopicRequest, opts ...grpc.CallOption) (*DescribeTopicResponse, error)
+	// AlterTopic changes a topic's retention, max message size or default
+	// mode, or adds partitions (never removes any). Needs alter on the topic.
+	AlterTopic(ctx context.Context, in *AlterTopicRequest, opts ...grpc.CallOption) (*AlterTopicResponse, error)
 	// Publish appends one record or a batch and answers once the records are
 	// acknowledged in the requested delivery mode.
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
@@ -174,6 +178,16 @@ func (c *hermesClient) DescribeTopic(ctx context.Context, in *DescribeTopicReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeTopicResponse)
 	err := c.cc.Invoke(ctx, Hermes_DescribeTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hermesClient) AlterTopic(ctx context.Context, in *AlterTopicRequest, opts ...grpc.CallOption) (*AlterTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterTopicResponse)
+	err := c.cc.Invoke(ctx, Hermes_AlterTopic_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -445,6 +459,9 @@ type HermesServer interface {
 	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
 	DescribeTopic(context.Context, *DescribeTopicRequest) (*DescribeTopicResponse, error)
+	// AlterTopic changes a topic's retention, max message size or default
+	// mode, or adds partitions (never removes any). Needs alter on the topic.
+	AlterTopic(context.Context, *AlterTopicRequest) (*AlterTopicResponse, error)
 	// Publish appends one record or a batch and answers once the records are
 	// acknowledged in the requested delivery mode.
 	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
@@ -523,6 +540,9 @@ func (UnimplementedHermesServer) ListTopics(context.Context, *ListTopicsRequest)
 }
 func (UnimplementedHermesServer) DescribeTopic(context.Context, *DescribeTopicRequest) (*DescribeTopicResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DescribeTopic not implemented")
+}
+func (UnimplementedHermesServer) AlterTopic(context.Context, *AlterTopicRequest) (*AlterTopicResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AlterTopic not implemented")
 }
 func (UnimplementedHermesServer) Publish(context.Context, *PublishRequest) (*PublishResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Publish not implemented")
@@ -688,6 +708,24 @@ func _Hermes_DescribeTopic_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HermesServer).DescribeTopic(ctx, req.(*DescribeTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Hermes_AlterTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HermesServer).AlterTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hermes_AlterTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HermesServer).AlterTopic(ctx, req.(*AlterTopicRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1142,6 +1180,10 @@ var Hermes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeTopic",
 			Handler:    _Hermes_DescribeTopic_Handler,
+		},
+		{
+			MethodName: "AlterTopic",
+			Handler:    _Hermes_AlterTopic_Handler,
 		},
 		{
 			MethodName: "Publish",
