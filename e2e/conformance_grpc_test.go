@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +166,11 @@ func (d *grpcDriver) Subscribe(ctx context.Context, topic string, o cSubOpts) (c
 		open.AckMode = pb.AckMode_ACK_MODE_AUTO
 	}
 	if err := s.Send(&pb.SubscribeRequest{Kind: &pb.SubscribeRequest_Open{Open: open}}); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The server ended the stream first (a refusal): its status
+			// comes with Recv.
+			_, err = s.Recv()
+		}
 		cancel()
 		return nil, grpcErr(err)
 	}

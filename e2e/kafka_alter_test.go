@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hermes-mq/hermes/internal/testcluster"
 	"github.com/hermes-mq/hermes/pkg/client"
@@ -57,11 +59,12 @@ func TestKafkaAlterTopics(t *testing.T) {
 	if err != nil || res[topic].Err != nil {
 		t.Fatalf("CreatePartitions: %v %+v", err, res)
 	}
+	// Every node opens the new partitions as it applies the change.
 	for i, c := range cs {
-		d, err := c.DescribeTopic(ctx, &pb.DescribeTopicRequest{Name: topic})
-		if err != nil || len(d.Topic.Partitions) != 3 {
-			t.Fatalf("node %d describes %v (%v), want 3 partitions", i+1, d, err)
-		}
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d to describe 3 partitions", i+1), func() bool {
+			d, err := c.DescribeTopic(ctx, &pb.DescribeTopicRequest{Name: topic})
+			return err == nil && len(d.Topic.Partitions) == 3
+		})
 	}
 	for p := int32(0); p < 3; p++ {
 		r := &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "to %d", p)}
@@ -95,6 +98,16 @@ func TestKafkaAlterTopics(t *testing.T) {
 	if err != nil || ares[0].Err != nil {
 		t.Fatalf("IncrementalAlterConfigs: %v %+v", err, ares)
 	}
+	// Every node applies the change as it applies the metadata.
+	maxMessage := func(want int32) {
+		for i, c := range cs {
+			waitFor(t, 10*time.Second, fmt.Sprintf("node %d to have max message bytes %d", i+1, want), func() bool {
+				d, err := c.DescribeTopic(ctx, &pb.DescribeTopicRequest{Name: topic})
+				return err == nil && d.Topic.Config.MaxMessageBytes == want
+			})
+		}
+	}
+	maxMessage(2000)
 	for i, n := range nodes {
 		one := kadm.NewClient(kafkaClient(t, []string{n.KafkaAddr}))
 		rcs, err := one.DescribeTopicConfigs(ctx, topic)
@@ -122,6 +135,7 @@ func TestKafkaAlterTopics(t *testing.T) {
 	if ares, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "max.message.bytes"}}, topic); err != nil || ares[0].Err != nil {
 		t.Fatalf("delete max.message.bytes: %v %+v", err, ares)
 	}
+	maxMessage(1 << 20)
 	if err := cl.ProduceSync(ctx, big).FirstErr(); err != nil {
 		t.Fatalf("a 3000-byte record with the default max: %v", err)
 	}
@@ -132,6 +146,46 @@ func TestKafkaAlterTopics(t *testing.T) {
 			t.Fatalf("%s=%s: %v %+v", bad.Name, *bad.Value, err, ares)
 		}
 	}
+	// DeleteRecords: partition 0 holds 100 records; those below 40 go on
+	// every node, over every API.
+	for i := range 99 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dro kadm.Offsets
+	dro.Add(kadm.Offset{Topic: topic, Partition: 0, At: 40})
+	dres, err := adm.DeleteRecords(ctx, dro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := dres.Lookup(topic, 0); r.Err != nil || r.LowWatermark != 40 {
+		t.Fatalf("DeleteRecords below 40: %+v", r)
+	}
+	for i, c := range cs {
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d to start partition 0 at 40", i+1), func() bool {
+			d, err := c.DescribeTopic(ctx, &pb.DescribeTopicRequest{Name: topic})
+			return err == nil && d.Topic.Partitions[0].StartOffset == 40
+		})
+		if _, err := c.Fetch(ctx, &pb.FetchRequest{Topic: topic, Partition: 0, Offset: 10, MaxRecords: 1}); status.Code(err) != codes.OutOfRange {
+			t.Fatalf("node %d: a fetch below the deleted offset: %v", i+1, err)
+		}
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := starts.Lookup(topic, 0); o.Offset != 40 {
+		t.Fatalf("ListOffsets earliest after DeleteRecords: %+v", o)
+	}
+	dro = kadm.Offsets{}
+	dro.Add(kadm.Offset{Topic: topic, Partition: 0, At: 500})
+	if dres, err := adm.DeleteRecords(ctx, dro); err != nil {
+		t.Fatal(err)
+	} else if r, _ := dres.Lookup(topic, 0); !errors.Is(r.Err, kerr.OffsetOutOfRange) {
+		t.Fatalf("DeleteRecords past the high watermark: %+v", r)
+	}
+
 	bres, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "auto.create.topics.enable", Value: kstr("true")}}, 1)
 	if err != nil || !errors.Is(bres[0].Err, kerr.InvalidRequest) {
 		t.Fatalf("a broker config: %v %+v", err, bres)

@@ -115,9 +115,10 @@ func (b *Broker) alterTopic(ct *cluster.Topic) {
 	cfg := topicConfigFromCluster(ct.Config)
 	t.cfg.Store(&cfg)
 	parts := t.partitions()
-	for _, p := range parts {
+	for i, p := range parts {
 		if p.rep != nil {
 			p.rep.SetRetention(cfg.RetentionAge, cfg.RetentionBytes)
+			p.setFloor(ct.Floor(i))
 		}
 	}
 	if len(ct.Replicas) <= len(parts) {
@@ -132,10 +133,72 @@ func (b *Broker) alterTopic(ct *cluster.Topic) {
 			b.log.Error("cannot open a new partition", "topic", t.name, "partition", i, "err", err)
 			break
 		}
+		p.setFloor(ct.Floor(i))
 		grown = append(grown, p)
 	}
 	t.setPartitions(grown)
 	t.broadcast()
 	b.groups.grow(t.name, int32(len(grown)))
 	b.log.Info("topic partitions added", "topic", t.name, "partitions", len(grown), "were", len(parts))
+}
+
+// DeleteRecords deletes a partition's records below before (-1: all
+// records up to the high watermark) on every node, through the metadata
+// group: they are no longer readable, and retention removes the segments
+// wholly below the new start. It returns the partition's start offset
+// once this node has applied it. A start already at or past before is
+// left as it is.
+//
+// Errors: ErrTopicNotFound, ErrPartitionNotFound, ErrOffsetOutOfRange
+// (before past the high watermark), ErrInvalidArgument, ErrPermissionDenied
+// (it needs delete on the topic), ErrUnavailable.
+func (b *Broker) DeleteRecords(ctx context.Context, topicName string, partition int32, before int64) (int64, error) {
+	if err := ValidateName("topic", topicName); err != nil {
+		return 0, err
+	}
+	if err := b.authorize(ctx, ActionDelete, topicResource(topicName)); err != nil {
+		return 0, err
+	}
+	t, err := b.topic(topicName)
+	if err != nil {
+		return 0, err
+	}
+	p, err := t.partition(partition)
+	if err != nil {
+		return 0, err
+	}
+	var start, hw int64
+	if p.remote {
+		if start, hw, _, err = b.remoteOffsets(p, false, 0); err != nil {
+			return 0, err
+		}
+	} else {
+		start, hw = p.offsets()
+	}
+	switch {
+	case before == -1:
+		before = hw
+	case before < 0:
+		return 0, errorf(ErrInvalidArgument, "delete records below %d: the offset is -1 (the high watermark) or at least 0", before)
+	case before > hw:
+		return 0, errorf(ErrOffsetOutOfRange, "delete records below %d: %s/%d holds offsets [%d, %d]", before, topicName, partition, start, hw)
+	}
+	if before <= start {
+		return start, nil
+	}
+	cmd := &cpb.Command{Kind: &cpb.Command_DeleteRecords{DeleteRecords: &cpb.DeleteRecords{Name: topicName, Id: t.id, Partition: partition, Before: before}}}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	_, err = b.cl.Meta().Run(rctx, cmd)
+	switch {
+	case errors.Is(err, cluster.ErrTopicNotFound):
+		err = errorf(ErrTopicNotFound, "topic %q does not exist", topicName)
+	case err != nil:
+		err = &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("delete records of %s/%d: %v", topicName, partition, err), retryAfter: topicBusyRetry}
+	}
+	b.auditChange(ctx, "records deleted", err, "topic", topicName, "partition", partition, "before", before)
+	if err != nil {
+		return 0, err
+	}
+	return max(before, start), nil
 }

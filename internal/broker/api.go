@@ -51,6 +51,11 @@ type API interface {
 	// ErrTopicNotFound, ErrInvalidArgument (fewer partitions, a value out
 	// of range).
 	AlterTopic(ctx context.Context, name string, ch TopicChange) (TopicInfo, error)
+	// DeleteRecords deletes a partition's records below before (-1: up
+	// to the high watermark) on every node and returns its start offset.
+	// Errors: ErrTopicNotFound, ErrPartitionNotFound, ErrOffsetOutOfRange
+	// (before past the high watermark), ErrInvalidArgument.
+	DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error)
 	// Topics describes every topic the principal may describe, sorted by
 	// name.
 	Topics(ctx context.Context) ([]TopicInfo, error)

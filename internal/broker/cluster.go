@@ -264,6 +264,7 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 				b.log.Error("cannot open a partition moving here", "topic", t.name, "partition", i, "err", err)
 				continue
 			}
+			p.setFloor(ct.Floor(i))
 			parts[i] = p
 			cur.close() // the placeholder's mirror
 			b.log.Info("partition replica moving here", "topic", t.name, "partition", i, "target", ct.Target(i))
@@ -309,6 +310,7 @@ func (b *Broker) openClusterTopic(ct *cluster.Topic) error {
 			}
 			return err
 		}
+		p.setFloor(ct.Floor(i))
 		t.setPartitions(append(t.partitions(), p))
 	}
 	b.mu.Lock()

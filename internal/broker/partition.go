@@ -39,7 +39,8 @@ type partition struct {
 	// readable. Invariant: hw == the offset after the last entry handed
 	// to committed().
 	hw     int64
-	start  int64 // log start offset, refreshed after retention
+	start  int64 // log start offset, refreshed after retention; at least floor
+	floor  int64 // records below it were deleted (DeleteRecords)
 	failed error // sticky storage failure; the partition refuses I/O
 	tail   tailCache
 }
@@ -147,7 +148,7 @@ func (p *partition) fail(err error) {
 // its leader's retention, and its log now starts at offset.
 func (p *partition) installed(_ []byte, offset int64) {
 	p.mu.Lock()
-	p.start = offset
+	p.start = max(offset, p.floor)
 	if p.hw < offset {
 		p.hw = offset
 	}
@@ -231,9 +232,25 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 func (p *partition) refreshStart() int64 {
 	start := p.rep.Log().StartOffset()
 	p.mu.Lock()
+	start = max(start, p.floor)
 	p.start = start
 	p.mu.Unlock()
 	return start
+}
+
+// setFloor applies DeleteRecords: the records below offset are no longer
+// readable here, and retention deletes the segments wholly below it.
+func (p *partition) setFloor(offset int64) {
+	if p.rep == nil || offset <= 0 {
+		return
+	}
+	p.rep.SetFloor(offset)
+	p.mu.Lock()
+	if offset > p.floor {
+		p.floor = offset
+		p.start = max(p.start, offset)
+	}
+	p.mu.Unlock()
 }
 
 // offsets returns the partition's start offset and high watermark.

@@ -179,15 +179,21 @@ func (g *MetaGroup) waitApplied(ctx context.Context, cmd *pb.Command, applied ui
 func topicState(t *Topic) *pb.TopicState {
 	ts := &pb.TopicState{Name: t.Name, Id: t.ID, Config: t.Config}
 	for p, r := range t.Replicas {
-		ts.Partitions = append(ts.Partitions, &pb.PartitionState{Replicas: r, Target: t.Target(p)})
+		ts.Partitions = append(ts.Partitions, &pb.PartitionState{Replicas: r, Target: t.Target(p), DeletedBefore: t.Floor(p)})
 	}
 	return ts
 }
 
 func topicFromState(ts *pb.TopicState) *Topic {
 	t := &Topic{Name: ts.GetName(), ID: ts.GetId(), Config: ts.GetConfig()}
-	for _, p := range ts.GetPartitions() {
+	for i, p := range ts.GetPartitions() {
 		t.Replicas = append(t.Replicas, p.GetReplicas())
+		if f := p.GetDeletedBefore(); f > 0 {
+			for len(t.DeletedBefore) <= i {
+				t.DeletedBefore = append(t.DeletedBefore, 0)
+			}
+			t.DeletedBefore[i] = f
+		}
 	}
 	return t
 }

@@ -46,6 +46,18 @@ type Topic struct {
 	// its leader adds the new voters, then removes the old ones, then
 	// completes the move (Replicas[p] = Targets[p]).
 	Targets [][]uint64
+	// DeletedBefore[p], when set, is the offset below which partition p's
+	// records are deleted (see Floor).
+	DeletedBefore []int64
+}
+
+// Floor is the offset below which partition p's records were deleted
+// (DeleteRecords), 0 if none were.
+func (t *Topic) Floor(p int) int64 {
+	if p < len(t.DeletedBefore) {
+		return t.DeletedBefore[p]
+	}
+	return 0
 }
 
 // Holds reports whether node has, or is getting, a replica of partition p.
@@ -165,6 +177,8 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		return Change{Node: n}, nil
 	case *pb.Command_AlterTopic:
 		return m.alterTopic(k.AlterTopic)
+	case *pb.Command_DeleteRecords:
+		return m.deleteRecords(k.DeleteRecords)
 	case *pb.Command_CommitOffsets:
 		return m.commitOffsets(k.CommitOffsets)
 	case *pb.Command_DeleteGroup:
@@ -497,6 +511,24 @@ func (m *Metadata) alterTopic(c *pb.AlterTopic) (Change, error) {
 	return Change{Altered: t.clone()}, nil
 }
 
+func (m *Metadata) deleteRecords(c *pb.DeleteRecords) (Change, error) {
+	t, ok := m.topics[c.GetName()]
+	if !ok || t.ID != c.GetId() {
+		return Change{}, fmt.Errorf("%w: %q", ErrTopicNotFound, c.GetName())
+	}
+	p := int(c.GetPartition())
+	if p < 0 || p >= len(t.Replicas) || c.GetBefore() < 0 {
+		return Change{}, fmt.Errorf("%w: delete records of %s/%d below %d", ErrBadCommand, t.Name, p, c.GetBefore())
+	}
+	if c.GetBefore() > t.Floor(p) {
+		for len(t.DeletedBefore) < len(t.Replicas) {
+			t.DeletedBefore = append(t.DeletedBefore, 0)
+		}
+		t.DeletedBefore[p] = c.GetBefore()
+	}
+	return Change{Altered: t.clone()}, nil
+}
+
 // Place chooses the replicas of each partition of a topic: rf consecutive
 // nodes of the sorted node list, starting at an offset derived from the
 // topic's name and moving by one per partition, so the preferred leaders
@@ -573,6 +605,7 @@ func (t *Topic) clone() *Topic {
 			c.Targets[i] = slices.Clone(r)
 		}
 	}
+	c.DeletedBefore = slices.Clone(t.DeletedBefore)
 	return c
 }
 
@@ -613,6 +646,12 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 		t := &Topic{Name: ts.GetName(), ID: ts.GetId(), Config: proto.Clone(ts.GetConfig()).(*pb.TopicConfig)}
 		for i, p := range ts.GetPartitions() {
 			t.Replicas = append(t.Replicas, slices.Clone(p.GetReplicas()))
+			if f := p.GetDeletedBefore(); f > 0 {
+				for len(t.DeletedBefore) <= i {
+					t.DeletedBefore = append(t.DeletedBefore, 0)
+				}
+				t.DeletedBefore[i] = f
+			}
 			if len(p.GetTarget()) > 0 {
 				for len(t.Targets) <= i {
 					t.Targets = append(t.Targets, nil)

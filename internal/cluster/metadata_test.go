@@ -425,3 +425,39 @@ func TestMetadataAlterTopic(t *testing.T) {
 		t.Fatalf("a refused alter changed the topic: %+v", got)
 	}
 }
+
+// DeleteRecords raises a partition's floor, never lowers it, and the
+// floor survives a snapshot.
+func TestMetadataDeleteRecords(t *testing.T) {
+	m := NewMetadata()
+	i := uint64(0)
+	apply := func(cmd *pb.Command) (Change, error) {
+		i++
+		return m.Apply(i, cmd)
+	}
+	if _, err := apply(register(1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apply(&pb.Command{Kind: &pb.Command_CreateTopic{CreateTopic: &pb.CreateTopic{Name: "t",
+		Config: &pb.TopicConfig{Partitions: 2, ReplicationFactor: 1, DefaultMode: 1}, AssignId: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := m.Topic("t")
+	del := func(p int32, before int64) *pb.Command {
+		return &pb.Command{Kind: &pb.Command_DeleteRecords{DeleteRecords: &pb.DeleteRecords{Name: "t", Id: tp.ID, Partition: p, Before: before}}}
+	}
+	if ch, err := apply(del(1, 50)); err != nil || ch.Altered.Floor(1) != 50 || ch.Altered.Floor(0) != 0 {
+		t.Fatalf("delete below 50: %+v %v", ch.Altered, err)
+	}
+	if ch, err := apply(del(1, 20)); err != nil || ch.Altered.Floor(1) != 50 {
+		t.Fatalf("a lower offset moved the floor: %+v %v", ch.Altered, err)
+	}
+	if _, err := apply(del(2, 10)); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("a partition the topic lacks: %v", err)
+	}
+	r := NewMetadata()
+	r.Restore(i, m.Snapshot())
+	if got, _ := r.Topic("t"); got.Floor(1) != 50 || got.Floor(0) != 0 {
+		t.Fatalf("restored floors %v", got.DeletedBefore)
+	}
+}

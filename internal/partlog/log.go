@@ -37,6 +37,9 @@ type Log struct {
 	// retentionAge (ns) and retentionBytes: opts' retention, changed by
 	// SetRetention.
 	retentionAge, retentionBytes atomic.Int64
+	// floor: records below it were deleted (SetFloor); retention deletes
+	// the segments wholly below it.
+	floor atomic.Int64
 
 	mu sync.RWMutex
 	// Guarded by mu. segs is in base-offset order, segs[i].end ==

@@ -63,7 +63,8 @@ func (l *Log) expired(now time.Time) int {
 		s := l.segs[n]
 		byAge := age > 0 && s.maxTS.Load() < cutoff
 		bySize := limit > 0 && total > limit
-		if !byAge && !bySize {
+		byFloor := l.segs[n+1].base <= l.floor.Load()
+		if !byAge && !bySize && !byFloor {
 			break
 		}
 		total -= s.size
@@ -77,4 +78,17 @@ func (l *Log) expired(now time.Time) int {
 func (l *Log) SetRetention(age time.Duration, bytes int64) {
 	l.retentionAge.Store(int64(max(age, 0)))
 	l.retentionBytes.Store(max(bytes, 0))
+}
+
+// SetFloor records that the records below offset are deleted (Kafka's
+// DeleteRecords): the next EnforceRetention deletes the segments wholly
+// below it. Reads below it are the caller's to refuse. Safe for
+// concurrent use; the floor never moves back.
+func (l *Log) SetFloor(offset int64) {
+	for {
+		cur := l.floor.Load()
+		if offset <= cur || l.floor.CompareAndSwap(cur, offset) {
+			return
+		}
+	}
 }

@@ -83,3 +83,23 @@ func TestSetRetention(t *testing.T) {
 	}
 	f.check()
 }
+
+// SetFloor: retention deletes the segments wholly below the floor, never
+// the one holding it.
+func TestSetFloor(t *testing.T) {
+	f := newFixture(t, Options{SegmentBytes: 1024})
+	f.appendMany(200, 20)
+	f.l.SetFloor(100)
+	if _, err := f.l.EnforceRetention(timeZero); err != nil {
+		t.Fatal(err)
+	}
+	if start := f.l.StartOffset(); start > 100 || start < 50 {
+		t.Fatalf("start offset %d after a floor at 100", start)
+	}
+	f.l.SetFloor(10) // never back
+	before := f.l.StartOffset()
+	if _, err := f.l.EnforceRetention(timeZero); err != nil || f.l.StartOffset() != before {
+		t.Fatalf("a lower floor moved the start from %d to %d (%v)", before, f.l.StartOffset(), err)
+	}
+	f.check()
+}

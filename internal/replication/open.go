@@ -194,6 +194,10 @@ func (r *Replica) SetRetention(age time.Duration, bytes int64) {
 	r.store.log.SetRetention(age, bytes)
 }
 
+// SetFloor records that the data log's records below offset are deleted;
+// the next EnforceRetention drops the segments wholly below it.
+func (r *Replica) SetFloor(offset int64) { r.store.log.SetFloor(offset) }
+
 // EnforceRetention compacts the Raft log up to where the log's retention
 // (age and size, as opened) cuts at now, deleting the whole segments
 // below; see CompactBefore.

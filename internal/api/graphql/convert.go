@@ -47,6 +47,25 @@ func modeOut(m broker.Mode) DeliveryMode {
 	return DeliveryModeConsistent
 }
 
+func topicChangeIn(c TopicChangeInput) (broker.TopicChange, error) {
+	ch := broker.TopicChange{Partitions: c.Partitions, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes}
+	if c.RetentionMs != nil {
+		if *c.RetentionMs < 0 || *c.RetentionMs > math.MaxInt64/int64(time.Millisecond) {
+			return ch, invalid("retentionMs must be 0 to %d, got %d", math.MaxInt64/int64(time.Millisecond), *c.RetentionMs)
+		}
+		d := time.Duration(*c.RetentionMs) * time.Millisecond
+		ch.RetentionAge = &d
+	}
+	if c.DefaultMode != nil {
+		m := modeIn(c.DefaultMode)
+		ch.DefaultMode = &m
+	}
+	if ch == (broker.TopicChange{}) {
+		return ch, invalid("nothing to change: give partitions, retentionMs, retentionBytes, maxMessageBytes or defaultMode")
+	}
+	return ch, nil
+}
+
 func topicConfigIn(c *TopicConfigInput) (broker.TopicConfig, error) {
 	var out broker.TopicConfig
 	if c == nil {

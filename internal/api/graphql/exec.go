@@ -97,6 +97,7 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		Ack          func(childComplexity int, group string, memberID string, records []*PartitionOffsetInput, nack bool) int
+		AlterTopic   func(childComplexity int, name string, change TopicChangeInput) int
 		Commit       func(childComplexity int, group string, memberID *string, offsets []*OffsetInput) int
 		CreateAcls   func(childComplexity int, acls []*ACLInput) int
 		CreateToken  func(childComplexity int, principal *string, ttlMs *int64, description *string) int
@@ -245,6 +246,7 @@ type MutationResolver interface {
 	DeleteAcls(ctx context.Context, filters []*ACLInput) (int32, error)
 	SetQuota(ctx context.Context, principal string, produceBytesPerSecond *int64, fetchBytesPerSecond *int64, requestsPerSecond *int64) (bool, error)
 	CreateTopic(ctx context.Context, name string, config *TopicConfigInput, ifNotExists bool) (*Topic, error)
+	AlterTopic(ctx context.Context, name string, change TopicChangeInput) (*Topic, error)
 	DeleteTopic(ctx context.Context, name string) (bool, error)
 }
 type QueryResolver interface {
@@ -499,6 +501,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Ack(childComplexity, args["group"].(string), args["memberId"].(string), args["records"].([]*PartitionOffsetInput), args["nack"].(bool)), true
+	case "Mutation.alterTopic":
+		if e.ComplexityRoot.Mutation.AlterTopic == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_alterTopic_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AlterTopic(childComplexity, args["name"].(string), args["change"].(TopicChangeInput)), true
 	case "Mutation.commit":
 		if e.ComplexityRoot.Mutation.Commit == nil {
 			break
@@ -1114,6 +1127,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("RecordInput", ec.unmarshalInputRecordInput),
 			graphql.NewInputUnmarshaler("StartPosition", ec.unmarshalInputStartPosition),
 			graphql.NewInputUnmarshaler("SubscribeOptions", ec.unmarshalInputSubscribeOptions),
+			graphql.NewInputUnmarshaler("TopicChangeInput", ec.unmarshalInputTopicChangeInput),
 			graphql.NewInputUnmarshaler("TopicConfigInput", ec.unmarshalInputTopicConfigInput),
 		)
 	}
@@ -1689,6 +1703,28 @@ func (ec *executionContext) field_Mutation_ack_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["nack"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_alterTopic_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "change",
+		func(ctx context.Context, v any) (TopicChangeInput, error) {
+			return ec.unmarshalNTopicChangeInput2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐTopicChangeInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["change"] = arg1
 	return args, nil
 }
 
@@ -3601,6 +3637,50 @@ func (ec *executionContext) fieldContext_Mutation_createTopic(ctx context.Contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_createTopic_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_alterTopic(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_alterTopic(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AlterTopic(ctx, fc.Args["name"].(string), fc.Args["change"].(TopicChangeInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *Topic) graphql.Marshaler {
+			return ec.marshalNTopic2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐTopic(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_alterTopic(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Topic(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_alterTopic_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7103,6 +7183,76 @@ func UnmarshalSubscribeOptions(ctx context.Context, raw any) (SubscribeOptions, 
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputTopicChangeInput(ctx context.Context, obj any) (TopicChangeInput, error) {
+	var it TopicChangeInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"partitions", "retentionMs", "retentionBytes", "maxMessageBytes", "defaultMode"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "partitions":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("partitions"))
+			data, err := ec.unmarshalOInt2ᚖint32(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Partitions = data
+		case "retentionMs":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retentionMs"))
+			data, err := ec.unmarshalOInt642ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RetentionMs = data
+		case "retentionBytes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retentionBytes"))
+			data, err := ec.unmarshalOInt642ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RetentionBytes = data
+		case "maxMessageBytes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxMessageBytes"))
+			data, err := ec.unmarshalOInt2ᚖint32(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxMessageBytes = data
+		case "defaultMode":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("defaultMode"))
+			data, err := ec.unmarshalODeliveryMode2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐDeliveryMode(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DefaultMode = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTopicChangeInput unmarshals raw into the TopicChangeInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTopicChangeInput(ctx context.Context, raw any) (TopicChangeInput, error) {
+	var out TopicChangeInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TopicChangeInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputTopicConfigInput(ctx context.Context, obj any) (TopicConfigInput, error) {
 	var it TopicConfigInput
 	if obj == nil {
@@ -7690,6 +7840,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "createTopic":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createTopic(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "alterTopic":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_alterTopic(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -9473,6 +9630,11 @@ func (ec *executionContext) marshalNTopic2ᚖgithubᚗcomᚋhermesᚑmqᚋhermes
 		return graphql.Null
 	}
 	return ec._Topic(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTopicChangeInput2githubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐTopicChangeInput(ctx context.Context, v any) (TopicChangeInput, error) {
+	res, err := ec.unmarshalInputTopicChangeInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNTopicConfig2ᚖgithubᚗcomᚋhermesᚑmqᚋhermesᚋinternalᚋapiᚋgraphqlᚐTopicConfig(ctx context.Context, sel ast.SelectionSet, v *TopicConfig) graphql.Marshaler {

@@ -197,6 +197,18 @@ type Topic struct {
 	Partitions []*Partition `json:"partitions"`
 }
 
+// What alterTopic changes; absent fields stay as they are.
+type TopicChangeInput struct {
+	// The new partition count: at least the current one.
+	Partitions *int32 `json:"partitions,omitempty"`
+	// 0: no time limit.
+	RetentionMs *int64 `json:"retentionMs,omitempty"`
+	// 0: no size limit.
+	RetentionBytes  *int64        `json:"retentionBytes,omitempty"`
+	MaxMessageBytes *int32        `json:"maxMessageBytes,omitempty"`
+	DefaultMode     *DeliveryMode `json:"defaultMode,omitempty"`
+}
+
 type TopicConfig struct {
 	Partitions int32 `json:"partitions"`
 	// 0: no time limit.

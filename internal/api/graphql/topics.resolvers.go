@@ -21,6 +21,18 @@ func (r *mutationResolver) CreateTopic(ctx context.Context, name string, config 
 	return topicOut(ti), nil
 }
 
+func (r *mutationResolver) AlterTopic(ctx context.Context, name string, change TopicChangeInput) (*Topic, error) {
+	ch, err := topicChangeIn(change)
+	if err != nil {
+		return nil, err
+	}
+	ti, err := r.b.AlterTopic(ctx, name, ch)
+	if err != nil {
+		return nil, err
+	}
+	return topicOut(ti), nil
+}
+
 func (r *mutationResolver) DeleteTopic(ctx context.Context, name string) (bool, error) {
 	if err := r.b.DeleteTopic(ctx, name); err != nil {
 		return false, err

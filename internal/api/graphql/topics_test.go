@@ -93,3 +93,38 @@ func TestTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestAlterTopic: alterTopic changes the fields given and keeps the
+// others; it refuses fewer partitions and an empty change.
+func TestAlterTopic(t *testing.T) {
+	e := newEnv(t, broker.Config{})
+	e.createTopic("grow", 1)
+	var out struct {
+		AlterTopic struct {
+			Config struct {
+				Partitions      int32
+				RetentionMs     int64
+				MaxMessageBytes int32
+				DefaultMode     string
+			}
+			Partitions []struct{ Partition int32 }
+		}
+	}
+	e.do(`mutation { alterTopic(name: "grow", change: {partitions: 4, retentionMs: 5000, defaultMode: EVENTUAL}) {
+		config { partitions retentionMs maxMessageBytes defaultMode } partitions { partition } } }`, nil, &out)
+	c := out.AlterTopic
+	if c.Config.Partitions != 4 || len(c.Partitions) != 4 || c.Config.RetentionMs != 5000 || c.Config.DefaultMode != "EVENTUAL" ||
+		c.Config.MaxMessageBytes != 1<<20 {
+		t.Fatalf("altered %+v", c)
+	}
+	if err := e.fail(`mutation { alterTopic(name: "grow", change: {partitions: 2}) { name } }`, nil); code(err) != "INVALID_ARGUMENT" ||
+		!strings.Contains(err.Message, "never removed") {
+		t.Fatalf("fewer partitions: %+v", err)
+	}
+	if err := e.fail(`mutation { alterTopic(name: "grow", change: {}) { name } }`, nil); code(err) != "INVALID_ARGUMENT" {
+		t.Fatalf("no change: %+v", err)
+	}
+	if err := e.fail(`mutation { alterTopic(name: "nope", change: {partitions: 2}) { name } }`, nil); code(err) != "TOPIC_NOT_FOUND" {
+		t.Fatalf("unknown topic: %+v", err)
+	}
+}

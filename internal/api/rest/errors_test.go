@@ -90,7 +90,7 @@ func TestMethodNotAllowedAndUnknownRoutes(t *testing.T) {
 		allow        string
 	}{
 		{"PUT", "/v1/topics", 405, "GET, HEAD, POST"},
-		{"POST", "/v1/topics/t", 405, "DELETE, GET, HEAD"},
+		{"POST", "/v1/topics/t", 405, "DELETE, GET, HEAD, PATCH"},
 		{"GET", "/v1/topics/t/records", 405, "POST"},
 		{"DELETE", "/v1/groups", 405, "GET, HEAD"},
 		{"POST", "/openapi.json", 405, "GET, HEAD"},

@@ -93,6 +93,7 @@ var routes = []route{
 	{"POST", "/v1/topics", nil, (*API).createTopic},
 	{"GET", "/v1/topics", nil, (*API).listTopics},
 	{"GET", "/v1/topics/{topic}", nil, (*API).getTopic},
+	{"PATCH", "/v1/topics/{topic}", nil, (*API).alterTopic},
 	{"DELETE", "/v1/topics/{topic}", nil, (*API).deleteTopic},
 	{"POST", "/v1/topics/{topic}/records", nil, (*API).publish},
 	{"GET", "/v1/topics/{topic}/partitions/{p}/records", fetchParams, (*API).fetch},

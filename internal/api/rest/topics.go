@@ -173,3 +173,52 @@ func (a *API) deleteTopic(w http.ResponseWriter, r *http.Request, _ url.Values) 
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// alterTopicBody is the body of PATCH /v1/topics/{topic}: the fields
+// given change, the others stay.
+type alterTopicBody struct {
+	Partitions      *int32  `json:"partitions"`
+	RetentionMs     *int64  `json:"retention_ms"`
+	RetentionBytes  *int64  `json:"retention_bytes"`
+	MaxMessageBytes *int32  `json:"max_message_bytes"`
+	DefaultMode     *string `json:"default_mode"`
+}
+
+func (c *alterTopicBody) change() (broker.TopicChange, error) {
+	ch := broker.TopicChange{Partitions: c.Partitions, RetentionBytes: c.RetentionBytes, MaxMessageBytes: c.MaxMessageBytes}
+	if c.RetentionMs != nil {
+		if *c.RetentionMs < 0 || *c.RetentionMs > maxRetentionMs {
+			return ch, invalid("%v", fieldErrorf("retention_ms", "must be 0 to %d, got %d", maxRetentionMs, *c.RetentionMs))
+		}
+		d := time.Duration(*c.RetentionMs) * time.Millisecond
+		ch.RetentionAge = &d
+	}
+	if c.DefaultMode != nil {
+		m, err := broker.ParseMode(*c.DefaultMode)
+		if err != nil || m == broker.ModeDefault {
+			return ch, invalid("field \"default_mode\" must be consistent, eventual or performance, got %q", *c.DefaultMode)
+		}
+		ch.DefaultMode = &m
+	}
+	if ch == (broker.TopicChange{}) {
+		return ch, invalid("nothing to change: give partitions, retention_ms, retention_bytes, max_message_bytes or default_mode")
+	}
+	return ch, nil
+}
+
+func (a *API) alterTopic(w http.ResponseWriter, r *http.Request, _ url.Values) error {
+	body, err := decodeJSON[alterTopicBody](http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		return err
+	}
+	ch, err := body.change()
+	if err != nil {
+		return err
+	}
+	ti, err := a.b.AlterTopic(r.Context(), r.PathValue("topic"), ch)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toTopicJSON(ti))
+	return nil
+}

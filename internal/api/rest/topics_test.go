@@ -93,3 +93,38 @@ func TestCreateTopicRefusals(t *testing.T) {
 	e.wantError("POST", "/v1/topics?dry_run=1", map[string]any{"name": "t"}, 400, "INVALID_ARGUMENT")
 	e.wantError("GET", "/v1/topics/bad%20name", nil, 400, "INVALID_TOPIC_NAME")
 }
+
+// TestAlterTopic: PATCH changes the fields given and keeps the others;
+// partitions grow and the new ones take records; refusals are 400s with
+// the field named.
+func TestAlterTopic(t *testing.T) {
+	e := newDefaultEnv(t)
+	e.call("POST", "/v1/topics", map[string]any{"name": "t", "partitions": 1, "max_message_bytes": 2048}, http.StatusCreated, nil)
+	var got topicJSON
+	e.call("PATCH", "/v1/topics/t", map[string]any{"partitions": 3, "retention_ms": 60000, "default_mode": "eventual"}, http.StatusOK, &got)
+	if got.Config.Partitions != 3 || len(got.Partitions) != 3 || got.Config.RetentionMs != 60000 || got.Config.DefaultMode != "eventual" ||
+		got.Config.MaxMessageBytes != 2048 {
+		t.Fatalf("after PATCH: %+v", got)
+	}
+	e.call("POST", "/v1/topics/t/records", map[string]any{"partition": 2, "records": []any{map[string]any{"payload": "new"}}}, http.StatusOK, nil)
+	e.call("GET", "/v1/topics/t", nil, http.StatusOK, &got)
+	if got.Partitions[2].EndOffset != 1 {
+		t.Fatalf("partition 2 after a publish: %+v", got.Partitions[2])
+	}
+	for _, c := range []struct {
+		body any
+		want string
+	}{
+		{map[string]any{"partitions": 2}, "never removed"},
+		{map[string]any{}, "nothing to change"},
+		{map[string]any{"retention_ms": -1}, "retention_ms"},
+		{map[string]any{"default_mode": "fast"}, "default_mode"},
+		{map[string]any{"segment_bytes": 1 << 20}, "segment_bytes"},
+	} {
+		info, _ := e.wantError("PATCH", "/v1/topics/t", c.body, http.StatusBadRequest, "INVALID_ARGUMENT")
+		if !strings.Contains(info.Message, c.want) {
+			t.Errorf("%v: %q, want it to mention %q", c.body, info.Message, c.want)
+		}
+	}
+	e.wantError("PATCH", "/v1/topics/nope", map[string]any{"partitions": 2}, http.StatusNotFound, "TOPIC_NOT_FOUND")
+}

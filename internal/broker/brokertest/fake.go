@@ -172,6 +172,17 @@ func (f *Fake) AlterTopic(ctx context.Context, name string, ch broker.TopicChang
 	return f.infoLocked(t), nil
 }
 
+// DeleteRecords is not kept by the Fake (its logs start at 0): the
+// adapters' tests of it run against real brokers.
+func (f *Fake) DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "DeleteRecords"); err != nil {
+		return 0, err
+	}
+	return 0, broker.Errorf(broker.ErrInvalidArgument, "the test fake does not delete records")
+}
+
 func (f *Fake) Topics(ctx context.Context) ([]broker.TopicInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -49,6 +49,7 @@ type Command struct {
 	//	*Command_SetQuota
 	//	*Command_DeleteGroup
 	//	*Command_AlterTopic
+	//	*Command_DeleteRecords
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -269,6 +270,15 @@ func (x *Command) GetAlterTopic() *AlterTopic {
 	return nil
 }
 
+func (x *Command) GetDeleteRecords() *DeleteRecords {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteRecords); ok {
+			return x.DeleteRecords
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -359,6 +369,11 @@ type Command_AlterTopic struct {
 	AlterTopic *AlterTopic `protobuf:"bytes,20,opt,name=alter_topic,json=alterTopic,proto3,oneof"`
 }
 
+type Command_DeleteRecords struct {
+	// A partition's records below an offset are deleted.
+	DeleteRecords *DeleteRecords `protobuf:"bytes,21,opt,name=delete_records,json=deleteRecords,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
@@ -396,6 +411,8 @@ func (*Command_SetQuota) isCommand_Kind() {}
 func (*Command_DeleteGroup) isCommand_Kind() {}
 
 func (*Command_AlterTopic) isCommand_Kind() {}
+
+func (*Command_DeleteRecords) isCommand_Kind() {}
 
 // PutUser creates a user or replaces its credentials (create: only if it
 // does not exist; else only if it does).
@@ -1543,6 +1560,77 @@ func (x *DeleteTopic) GetName() string {
 	return ""
 }
 
+// DeleteRecords deletes the records of a partition of the topic of that
+// name and id below before (the proposer checked it is at most the high
+// watermark). The partition's start offset never moves back.
+type DeleteRecords struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Before        int64                  `protobuf:"varint,4,opt,name=before,proto3" json:"before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecords) Reset() {
+	*x = DeleteRecords{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecords) ProtoMessage() {}
+
+func (x *DeleteRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecords.ProtoReflect.Descriptor instead.
+func (*DeleteRecords) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DeleteRecords) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteRecords) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DeleteRecords) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecords) GetBefore() int64 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
 // AlterTopic replaces the configuration of the topic of that name and id
 // (validated and complete: the proposer sends the whole new config). The
 // partition count may only grow, and the replication factor not change;
@@ -1558,7 +1646,7 @@ type AlterTopic struct {
 
 func (x *AlterTopic) Reset() {
 	*x = AlterTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1658,7 @@ func (x *AlterTopic) String() string {
 func (*AlterTopic) ProtoMessage() {}
 
 func (x *AlterTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1671,7 @@ func (x *AlterTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopic.ProtoReflect.Descriptor instead.
 func (*AlterTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AlterTopic) GetName() string {
@@ -1616,7 +1704,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1716,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1729,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1666,7 +1754,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1766,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1779,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegisterNode) GetId() uint64 {
@@ -1741,7 +1829,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1841,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1854,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -1798,7 +1886,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1898,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1911,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1862,7 +1950,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1962,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +1975,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 // Snapshot is the whole metadata state, for a node that joins late.
@@ -1906,7 +1994,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2006,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2019,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -1996,7 +2084,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2096,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2109,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopicState) GetName() string {
@@ -2057,14 +2145,16 @@ type PartitionState struct {
 	// Voters of the partition's Raft group; the first is the preferred leader.
 	Replicas []uint64 `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	// While a move is under way: the replica set it moves to.
-	Target        []uint64 `protobuf:"varint,2,rep,packed,name=target,proto3" json:"target,omitempty"`
+	Target []uint64 `protobuf:"varint,2,rep,packed,name=target,proto3" json:"target,omitempty"`
+	// Records below this offset are deleted (DeleteRecords).
+	DeletedBefore int64 `protobuf:"varint,3,opt,name=deleted_before,json=deletedBefore,proto3" json:"deleted_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2166,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2179,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{28}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -2106,11 +2196,18 @@ func (x *PartitionState) GetTarget() []uint64 {
 	return nil
 }
 
+func (x *PartitionState) GetDeletedBefore() int64 {
+	if x != nil {
+		return x.DeletedBefore
+	}
+	return 0
+}
+
 var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xea\v\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xbe\f\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
@@ -2136,7 +2233,8 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\tset_quota\x18\x12 \x01(\v2$.hermes.internal.cluster.v1.SetQuotaH\x00R\bsetQuota\x12L\n" +
 	"\fdelete_group\x18\x13 \x01(\v2'.hermes.internal.cluster.v1.DeleteGroupH\x00R\vdeleteGroup\x12I\n" +
 	"\valter_topic\x18\x14 \x01(\v2&.hermes.internal.cluster.v1.AlterTopicH\x00R\n" +
-	"alterTopicB\x06\n" +
+	"alterTopic\x12R\n" +
+	"\x0edelete_records\x18\x15 \x01(\v2).hermes.internal.cluster.v1.DeleteRecordsH\x00R\rdeleteRecordsB\x06\n" +
 	"\x04kind\"\x84\x01\n" +
 	"\aPutUser\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12M\n" +
@@ -2220,7 +2318,12 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x06config\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\x12\x1b\n" +
 	"\tassign_id\x18\x03 \x01(\bR\bassignId\"!\n" +
 	"\vDeleteTopic\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"q\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"i\n" +
+	"\rDeleteRecords\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06before\x18\x04 \x01(\x03R\x06before\"q\n" +
 	"\n" +
 	"AlterTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
@@ -2259,10 +2362,11 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2*.hermes.internal.cluster.v1.PartitionStateR\n" +
 	"partitions\x12\x0e\n" +
-	"\x02id\x18\x04 \x01(\x04R\x02id\"D\n" +
+	"\x02id\x18\x04 \x01(\x04R\x02id\"k\n" +
 	"\x0ePartitionState\x12\x1a\n" +
 	"\breplicas\x18\x01 \x03(\x04R\breplicas\x12\x16\n" +
-	"\x06target\x18\x02 \x03(\x04R\x06targetB8Z6github.com/hermes-mq/hermes/internal/cluster/clusterpbb\x06proto3"
+	"\x06target\x18\x02 \x03(\x04R\x06target\x12%\n" +
+	"\x0edeleted_before\x18\x03 \x01(\x03R\rdeletedBeforeB8Z6github.com/hermes-mq/hermes/internal/cluster/clusterpbb\x06proto3"
 
 var (
 	file_internal_cluster_clusterpb_cluster_proto_rawDescOnce sync.Once
@@ -2276,7 +2380,7 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*Command)(nil),              // 0: hermes.internal.cluster.v1.Command
 	(*PutUser)(nil),              // 1: hermes.internal.cluster.v1.PutUser
@@ -2298,22 +2402,23 @@ var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*TopicConfig)(nil),          // 17: hermes.internal.cluster.v1.TopicConfig
 	(*CreateTopic)(nil),          // 18: hermes.internal.cluster.v1.CreateTopic
 	(*DeleteTopic)(nil),          // 19: hermes.internal.cluster.v1.DeleteTopic
-	(*AlterTopic)(nil),           // 20: hermes.internal.cluster.v1.AlterTopic
-	(*DeleteGroup)(nil),          // 21: hermes.internal.cluster.v1.DeleteGroup
-	(*RegisterNode)(nil),         // 22: hermes.internal.cluster.v1.RegisterNode
-	(*CommitOffsets)(nil),        // 23: hermes.internal.cluster.v1.CommitOffsets
-	(*GroupOffset)(nil),          // 24: hermes.internal.cluster.v1.GroupOffset
-	(*Barrier)(nil),              // 25: hermes.internal.cluster.v1.Barrier
-	(*Snapshot)(nil),             // 26: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),           // 27: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil),       // 28: hermes.internal.cluster.v1.PartitionState
+	(*DeleteRecords)(nil),        // 20: hermes.internal.cluster.v1.DeleteRecords
+	(*AlterTopic)(nil),           // 21: hermes.internal.cluster.v1.AlterTopic
+	(*DeleteGroup)(nil),          // 22: hermes.internal.cluster.v1.DeleteGroup
+	(*RegisterNode)(nil),         // 23: hermes.internal.cluster.v1.RegisterNode
+	(*CommitOffsets)(nil),        // 24: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),          // 25: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),              // 26: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),             // 27: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),           // 28: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil),       // 29: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
 	18, // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
 	19, // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	22, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	23, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	25, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	23, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	24, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	26, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
 	14, // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
 	15, // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
 	16, // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
@@ -2326,30 +2431,31 @@ var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
 	7,  // 14: hermes.internal.cluster.v1.Command.add_acls:type_name -> hermes.internal.cluster.v1.AddAcls
 	8,  // 15: hermes.internal.cluster.v1.Command.remove_acls:type_name -> hermes.internal.cluster.v1.RemoveAcls
 	10, // 16: hermes.internal.cluster.v1.Command.set_quota:type_name -> hermes.internal.cluster.v1.SetQuota
-	21, // 17: hermes.internal.cluster.v1.Command.delete_group:type_name -> hermes.internal.cluster.v1.DeleteGroup
-	20, // 18: hermes.internal.cluster.v1.Command.alter_topic:type_name -> hermes.internal.cluster.v1.AlterTopic
-	2,  // 19: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
-	6,  // 20: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
-	9,  // 21: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
-	6,  // 22: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
-	11, // 23: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
-	17, // 24: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	17, // 25: hermes.internal.cluster.v1.AlterTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	24, // 26: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
-	22, // 27: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	27, // 28: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	23, // 29: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	1,  // 30: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
-	4,  // 31: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
-	6,  // 32: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
-	10, // 33: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
-	17, // 34: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	28, // 35: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	22, // 17: hermes.internal.cluster.v1.Command.delete_group:type_name -> hermes.internal.cluster.v1.DeleteGroup
+	21, // 18: hermes.internal.cluster.v1.Command.alter_topic:type_name -> hermes.internal.cluster.v1.AlterTopic
+	20, // 19: hermes.internal.cluster.v1.Command.delete_records:type_name -> hermes.internal.cluster.v1.DeleteRecords
+	2,  // 20: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
+	6,  // 21: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
+	9,  // 22: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
+	6,  // 23: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
+	11, // 24: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
+	17, // 25: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	17, // 26: hermes.internal.cluster.v1.AlterTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	25, // 27: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	23, // 28: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	28, // 29: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	24, // 30: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	1,  // 31: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
+	4,  // 32: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
+	6,  // 33: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
+	10, // 34: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
+	17, // 35: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	29, // 36: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -2377,6 +2483,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_SetQuota)(nil),
 		(*Command_DeleteGroup)(nil),
 		(*Command_AlterTopic)(nil),
+		(*Command_DeleteRecords)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2384,7 +2491,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
