@@ -69,8 +69,13 @@ func (s *localSub) pollPartition(pid int32, maxRecords, maxBytes int) (*Delivery
 	if err != nil {
 		return nil, err
 	}
-	if !s.advance(pid, cursor, next, gen) {
+	if !s.advance(pid, cursor, next, gen, controlOffsets(batches, cursor, next)) {
 		return nil, nil // the assignment changed meanwhile; Poll looks again
+	}
+	if len(d.Records) == 0 && len(d.Batches) == 0 {
+		// Only transaction markers: nothing to deliver, read on.
+		s.signal()
+		return nil, nil
 	}
 	s.b.m.consumedRecords.WithLabelValues(p.label).Add(float64(next - cursor))
 	return d, nil
@@ -125,6 +130,10 @@ func (s *localSub) trim(d *Delivery, batches [][]byte, cursor int64, limit int) 
 		if err != nil {
 			return 0, errorf(ErrUnavailable, "decode %s/%d: %v", s.t.name, d.Partition, err)
 		}
+		if h.Control() { // a Kafka transaction marker: no records
+			next = max(next, h.NextOffset())
+			continue
+		}
 		if h.BaseOffset >= next && int(h.RecordCount) <= left {
 			d.Batches = append(d.Batches, bt)
 			next = h.NextOffset()
@@ -142,12 +151,28 @@ func (s *localSub) trim(d *Delivery, batches [][]byte, cursor int64, limit int) 
 	return next, nil
 }
 
+// controlOffsets are the offsets in [from, to) of the control batches
+// (Kafka transaction markers) among batches: skipped, never delivered.
+func controlOffsets(batches [][]byte, from, to int64) []int64 {
+	var out []int64
+	for _, bt := range batches {
+		if h, err := record.ParseHeader(bt); err == nil && h.Control() {
+			for off := max(h.BaseOffset, from); off < min(h.NextOffset(), to); off++ {
+				out = append(out, off)
+			}
+		}
+	}
+	return out
+}
+
 // advance moves pid's cursor from `from` to `to` after a delivery, and does
-// the group's bookkeeping for it. It reports false, changing nothing, when
-// the partition was revoked or re-assigned since the read began.
-func (s *localSub) advance(pid int32, from, to int64, gen int64) bool {
+// the group's bookkeeping for it (skipped: offsets in the range that were
+// not delivered, the transaction markers). It reports false, changing
+// nothing, when the partition was revoked or re-assigned since the read
+// began.
+func (s *localSub) advance(pid int32, from, to int64, gen int64, skipped []int64) bool {
 	if s.gs != nil {
-		return s.b.groups.delivered(s, pid, from, to, gen)
+		return s.b.groups.delivered(s, pid, from, to, gen, skipped)
 	}
 	return s.setCursor(pid, from, to, gen)
 }

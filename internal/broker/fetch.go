@@ -209,10 +209,18 @@ func (p *partition) offsetForTime(ts int64) (int64, error) {
 
 // DecodeFrom decodes the records of batches with offsets in [from, ...),
 // at most max of them (max <= 0: all), appending to dst. It returns the
-// records and the offset after the last one returned (from if none).
+// records and the offset after the last one returned (from if none), or
+// after a control batch (a Kafka transaction marker: no records for
+// Hermes' readers) reached before max records.
 func DecodeFrom(dst []record.Record, batches [][]byte, from int64, max int) ([]record.Record, int64, error) {
 	next := from
 	for _, bt := range batches {
+		if h, err := record.ParseHeader(bt); err == nil && h.Control() {
+			if h.NextOffset() > next && (max <= 0 || len(dst) < max) {
+				next = h.NextOffset()
+			}
+			continue
+		}
 		start := len(dst)
 		var err error
 		dst, err = record.DecodeRecords(dst, bt)

@@ -288,7 +288,7 @@ func (m *groupManager) room(s *localSub, pid int32) int {
 }
 
 // delivered records that [from, to) of pid went to s, and moves its cursor.
-func (m *groupManager) delivered(s *localSub, pid int32, from, to, gen int64) bool {
+func (m *groupManager) delivered(s *localSub, pid int32, from, to, gen int64, skipped []int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.mu.Lock()
@@ -313,6 +313,12 @@ func (m *groupManager) delivered(s *localSub, pid int32, from, to, gen int64) bo
 		now := time.Now()
 		for off := from; off < to; off++ {
 			os.tracker.Delivered(off, now)
+		}
+		for _, off := range skipped { // nothing to acknowledge
+			os.tracker.Ack(off) //nolint:errcheck // just delivered: pending
+		}
+		if len(skipped) > 0 {
+			os.committed = os.tracker.Committed()
 		}
 	}
 	return true

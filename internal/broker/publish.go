@@ -29,6 +29,12 @@ type PublishRequest struct {
 	// Batch is a packed record batch. The broker owns it after the call
 	// and may modify it and keep it in its caches.
 	Batch []byte
+	// Txn allows Batch to carry Kafka's transaction attributes
+	// (record.AttrTransactional, record.AttrControl). Only the Kafka
+	// adapter sets it, for its transactional producers and the markers
+	// of its transaction coordinator; other batches with those bits are
+	// refused (ErrCorruptBatch).
+	Txn bool
 }
 
 // PublishResult tells where the records went.
@@ -133,9 +139,13 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 		done(nil, err)
 		return
 	}
-	batch, n, err := b.prepareBatch(t, req.Batch)
+	batch, n, err := b.prepareBatch(t, req.Batch, req.Txn)
 	if err != nil {
 		done(nil, err)
+		return
+	}
+	if mode == ModePerformance && req.Txn {
+		done(nil, errorf(ErrInvalidArgument, "a transaction's records are durable, not mode %s", mode))
 		return
 	}
 	if mode == ModePerformance {
@@ -160,10 +170,13 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 // prepareBatch validates a packed batch against the topic's limits and
 // gives records without an id or a timestamp the broker's. It returns the
 // batch to append (b itself unless it had to be re-encoded).
-func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
+func (b *Broker) prepareBatch(t *topic, batch []byte, txn bool) ([]byte, int, error) {
 	h, st, err := record.Inspect(batch)
 	if err != nil {
 		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
+	}
+	if (h.Transactional() || h.Control()) && !txn {
+		return nil, 0, errorf(ErrCorruptBatch, "batch attributes %#02x: the transaction bits are the broker's Kafka adapter's", h.Attributes)
 	}
 	if h.Size() != len(batch) {
 		return nil, 0, errorf(ErrCorruptBatch, "batch is %d bytes but its header says %d", len(batch), h.Size())
@@ -180,7 +193,14 @@ func (b *Broker) prepareBatch(t *topic, batch []byte) ([]byte, int, error) {
 		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
 	}
 	fillRecords(recs, time.Now().UnixNano())
-	return record.AppendBatch(nil, 0, recs), n, nil
+	out := record.AppendBatch(nil, 0, recs)
+	if c := h.OriginCodec(); c != 0 {
+		record.SetOriginCodec(out, c)
+	}
+	if a := h.Attributes & (record.AttrTransactional | record.AttrControl); a != 0 {
+		record.SetTxnAttributes(out, a)
+	}
+	return out, n, nil
 }
 
 // recordSize is what max message bytes limits: key, headers and payload

@@ -95,6 +95,10 @@ func (d *decoder) decode(data []byte, topic string, part int32, from int64) ([]M
 		if err != nil {
 			return nil, &Error{Code: CodeCorruptBatch, Message: fmt.Sprintf("partition %d: %v", part, err)}
 		}
+		if h.Control() { // a Kafka transaction marker: no records
+			data = data[h.Size():]
+			continue
+		}
 		if recs, err = record.DecodeRecords(recs, data[:h.Size()]); err != nil {
 			return nil, &Error{Code: CodeCorruptBatch, Message: fmt.Sprintf("partition %d: %v", part, err)}
 		}

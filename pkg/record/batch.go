@@ -17,7 +17,9 @@ import (
 //	                            bits 3-5 origin codec: the compression a Kafka
 //	                            producer used (0 none, 1 gzip, 2 snappy, 3 lz4,
 //	                            4 zstd; records are stored uncompressed), which
-//	                            Kafka fetches use again; bits 6-7 are 0
+//	                            Kafka fetches use again; bit 6 transactional
+//	                            (the batch belongs to a Kafka transaction);
+//	                            bit 7 control (a Kafka transaction marker)
 //	10     2    reserved        = 0
 //	12     4    recordCount     >= 1
 //	16     8    baseOffset      offset of the first record
@@ -167,8 +169,8 @@ func checkFixedBytes(b []byte) error {
 		if o := a >> 3 & 0x07; o > MaxOriginCodec {
 			return fmt.Errorf("%w: origin codec %d unknown", ErrCorrupt, o)
 		}
-		if a&0xc0 != 0 {
-			return fmt.Errorf("%w: reserved attribute bits %#02x set", ErrCorrupt, a)
+		if a&AttrControl != 0 && a&AttrTransactional == 0 {
+			return fmt.Errorf("%w: a control batch that is not transactional (attributes %#02x)", ErrCorrupt, a)
 		}
 	}
 	if len(b) >= offReserved+2 && le.Uint16(b[offReserved:]) != 0 {
@@ -255,6 +257,32 @@ func (h BatchHeader) OriginCodec() uint8 { return h.Attributes >> 3 & 0x07 }
 func SetOriginCodec(b []byte, codec uint8) {
 	size := wholeBatch(b)
 	b[offAttributes] = b[offAttributes]&^0x38 | codec<<3
+	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+}
+
+// Kafka transaction attributes: records of a transactional producer carry
+// AttrTransactional; a transaction marker (commit or abort, written by the
+// transaction coordinator) is a batch of one record with both bits. Only
+// the broker's Kafka adapter writes them; Hermes' own readers never see
+// control batches.
+const (
+	AttrTransactional uint8 = 0x40
+	AttrControl       uint8 = 0x80
+)
+
+// Transactional reports whether the batch belongs to a Kafka transaction.
+func (h BatchHeader) Transactional() bool { return h.Attributes&AttrTransactional != 0 }
+
+// Control reports whether the batch is a Kafka transaction marker.
+func (h BatchHeader) Control() bool { return h.Attributes&AttrControl != 0 }
+
+// SetTxnAttributes sets the attribute bits attrs (AttrTransactional,
+// AttrControl) of the batch at the start of b and recomputes its CRC.
+//
+// REQUIRES: as SetBaseOffset.
+func SetTxnAttributes(b []byte, attrs uint8) {
+	size := wholeBatch(b)
+	b[offAttributes] = b[offAttributes]&^(AttrTransactional|AttrControl) | attrs&(AttrTransactional|AttrControl)
 	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
 }
 

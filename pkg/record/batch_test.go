@@ -117,7 +117,7 @@ func TestParseBatchErrors(t *testing.T) {
 		{"length too large", mutate(func(b []byte) { le.PutUint32(b, MaxBatchBytes) }), ErrCorrupt},
 		{"bad magic in a prefix", mutate(func(b []byte) { b[offMagic] = 2 })[:10], ErrCorrupt},
 		{"compression", mutate(func(b []byte) { b[offAttributes] = 1; fixCRC(b) }), ErrCorrupt},
-		{"reserved attribute", mutate(func(b []byte) { b[offAttributes] = 0x80; fixCRC(b) }), ErrCorrupt},
+		{"control, not transactional", mutate(func(b []byte) { b[offAttributes] = 0x80; fixCRC(b) }), ErrCorrupt},
 		{"reserved field", mutate(func(b []byte) { b[offReserved] = 1; fixCRC(b) }), ErrCorrupt},
 		{"zero records", mutate(func(b []byte) { le.PutUint32(b[offRecordCount:], 0); fixCRC(b) }), ErrCorrupt},
 		{"too many records", mutate(func(b []byte) {
@@ -267,8 +267,22 @@ func TestOriginCodec(t *testing.T) {
 	if _, err := ParseBatch(b); err == nil {
 		t.Fatal("origin codec 5 accepted")
 	}
-	b[offAttributes] = 0x40
-	if _, err := ParseBatch(b); err == nil {
-		t.Fatal("reserved attribute bit accepted")
+}
+
+func TestTxnAttributes(t *testing.T) {
+	b := AppendBatch(nil, 0, []Record{{MessageID: MessageID{1}, Timestamp: 1, Payload: []byte("p")}})
+	SetOriginCodec(b, 2)
+	SetTxnAttributes(b, AttrTransactional|AttrControl)
+	h, err := ValidateBatch(b)
+	if err != nil || !h.Transactional() || !h.Control() || h.OriginCodec() != 2 {
+		t.Fatalf("attributes %#x, err %v", h.Attributes, err)
+	}
+	SetTxnAttributes(b, AttrTransactional)
+	if h, err = ValidateBatch(b); err != nil || !h.Transactional() || h.Control() {
+		t.Fatalf("attributes %#x, err %v", h.Attributes, err)
+	}
+	SetTxnAttributes(b, AttrControl) // a marker must be transactional
+	if _, err := ValidateBatch(b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a non-transactional control batch: %v", err)
 	}
 }
