@@ -8,8 +8,7 @@
 #   KGO_RUN='TestGroupETL' scripts/kafka-compat.sh   # a subset
 #
 # Hermes is built, started on free loopback ports with a fresh data
-# directory, and stopped by PID when the suite ends. TestTxnEtl is
-# skipped: Hermes does not serve Kafka transactions yet.
+# directory, and stopped by PID when the suite ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${NODES:-1}
@@ -66,7 +65,7 @@ rf=$NODES
 if [ "$rf" -gt 3 ]; then rf=3; fi
 status=0
 (cd "$dir" && KGO_SEEDS="$seeds" KGO_TEST_RF=$rf KGO_TEST_RECORDS=$RECORDS KGO_LOG_LEVEL=none \
-	$GO test -count=1 -timeout 20m -skip 'TestTxnEtl' ${KGO_RUN:+-run "$KGO_RUN"} ./pkg/kgo/ 2>&1 | tee "$work/kgo.log" | grep -E '^(--- FAIL|FAIL|ok|panic)') || status=1
+	$GO test -count=1 -timeout 20m ${KGO_RUN:+-run "$KGO_RUN"} ./pkg/kgo/ 2>&1 | tee "$work/kgo.log" | grep -E '^(--- FAIL|FAIL|ok|panic)') || status=1
 if grep -q '^--- FAIL\|^FAIL' "$work/kgo.log"; then
 	status=1
 	echo "== failures"; grep -A5 '^--- FAIL' "$work/kgo.log" | head -60

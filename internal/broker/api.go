@@ -56,6 +56,18 @@ type API interface {
 	// Errors: ErrTopicNotFound, ErrPartitionNotFound, ErrOffsetOutOfRange
 	// (before past the high watermark), ErrInvalidArgument.
 	DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error)
+	// PartitionOffsets returns a partition's start offset and high
+	// watermark, from a node that holds it.
+	PartitionOffsets(ctx context.Context, topic string, partition int32) (start, hw int64, err error)
+
+	// Kafka transactions' coordinator state, kept in the metadata group
+	// (see TxnState). The reads are this node's copy.
+	Transaction(id string) (TxnState, bool)
+	Transactions() []TxnState
+	AbortedTxns(topic string, partition int32, from, to int64) []AbortedTxn
+	// PutTransaction stores st if the stored version is still prev (0:
+	// none). Errors: ErrTxnConflict (with ErrUnavailable).
+	PutTransaction(ctx context.Context, st TxnState, prev uint64, aborted []AbortedTxn) (uint64, error)
 	// Topics describes every topic the principal may describe, sorted by
 	// name.
 	Topics(ctx context.Context) ([]TopicInfo, error)

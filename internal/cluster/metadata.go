@@ -90,6 +90,8 @@ type Metadata struct {
 	offsets map[string]map[Partition]int64
 	// sec is the access-control state.
 	sec security
+	// txns is the Kafka transactions' state (txn.go).
+	txns txnState
 	// Applied is the index of the last command applied.
 	Applied uint64
 }
@@ -156,6 +158,7 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 			return Change{}, fmt.Errorf("%w: %q", ErrTopicNotFound, k.DeleteTopic.GetName())
 		}
 		delete(m.topics, t.Name)
+		m.forgetTopicTxns(t.Name)
 		for g, offs := range m.offsets {
 			for p := range offs {
 				if p.Topic == t.Name {
@@ -179,6 +182,8 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		return m.alterTopic(k.AlterTopic)
 	case *pb.Command_DeleteRecords:
 		return m.deleteRecords(k.DeleteRecords)
+	case *pb.Command_PutTransaction:
+		return m.putTransaction(index, k.PutTransaction)
 	case *pb.Command_CommitOffsets:
 		return m.commitOffsets(k.CommitOffsets)
 	case *pb.Command_DeleteGroup:
@@ -632,6 +637,7 @@ func (m *Metadata) Snapshot() *pb.Snapshot {
 		s.Groups = append(s.Groups, c)
 	}
 	m.snapshotSecurity(s)
+	m.snapshotTxns(s)
 	return s
 }
 
@@ -674,4 +680,5 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 		m.offsets[c.GetGroup()] = offs
 	}
 	m.restoreSecurity(s)
+	m.restoreTxns(s)
 }

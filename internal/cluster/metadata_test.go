@@ -461,3 +461,52 @@ func TestMetadataDeleteRecords(t *testing.T) {
 		t.Fatalf("restored floors %v", got.DeletedBefore)
 	}
 }
+
+// PutTransaction stores a transaction's state if its version is the one
+// expected; aborted ranges are kept per partition, survive a snapshot and
+// go with their topic.
+func TestMetadataTransactions(t *testing.T) {
+	m := NewMetadata()
+	i := uint64(0)
+	apply := func(cmd *pb.Command) error {
+		i++
+		_, err := m.Apply(i, cmd)
+		return err
+	}
+	put := func(txn *pb.Transaction, prev uint64, aborted ...*pb.AbortedTxn) *pb.Command {
+		return &pb.Command{Kind: &pb.Command_PutTransaction{PutTransaction: &pb.PutTransaction{Txn: txn, PrevVersion: prev, Aborted: aborted}}}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(apply(register(1)))
+	must(apply(create("t", 1, 1)))
+	must(apply(put(&pb.Transaction{Id: "a", ProducerId: 7, State: 1}, 0)))
+	v, _ := m.Transaction("a")
+	if v.GetVersion() != i || v.GetProducerId() != 7 {
+		t.Fatalf("stored %+v", v)
+	}
+	if err := apply(put(&pb.Transaction{Id: "a", State: 2}, 0)); !errors.Is(err, ErrTxnConflict) {
+		t.Fatalf("a stale version: %v", err)
+	}
+	must(apply(put(&pb.Transaction{Id: "a", ProducerId: 7, State: 3}, v.GetVersion(),
+		&pb.AbortedTxn{Topic: "t", Partition: 0, ProducerId: 7, FirstOffset: 10, LastOffset: 20})))
+	if got := m.Aborted(Partition{"t", 0}, 15, 100); len(got) != 1 || got[0].GetLastOffset() != 20 {
+		t.Fatalf("aborted overlapping [15, 100): %v", got)
+	}
+	if got := m.Aborted(Partition{"t", 0}, 21, 100); len(got) != 0 {
+		t.Fatalf("aborted overlapping [21, 100): %v", got)
+	}
+	r := NewMetadata()
+	r.Restore(i, m.Snapshot())
+	if got, ok := r.Transaction("a"); !ok || got.GetState() != 3 || len(r.Aborted(Partition{"t", 0}, 0, 100)) != 1 {
+		t.Fatalf("restored %+v, aborted %v", got, r.Aborted(Partition{"t", 0}, 0, 100))
+	}
+	must(apply(del("t")))
+	if got := m.Aborted(Partition{"t", 0}, 0, 100); len(got) != 0 {
+		t.Fatalf("aborted ranges of a deleted topic: %v", got)
+	}
+}

@@ -399,3 +399,24 @@ func (g *MetaGroup) Close() error {
 	g.rep.Stop()
 	return nil
 }
+
+// Transaction returns a copy of a Kafka transactional id's state.
+func (g *MetaGroup) Transaction(id string) (*pb.Transaction, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Transaction(id)
+}
+
+// Transactions returns copies of every Kafka transactional id's state.
+func (g *MetaGroup) Transactions() []*pb.Transaction {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Transactions()
+}
+
+// Aborted returns the aborted transactions of p overlapping [from, to).
+func (g *MetaGroup) Aborted(p Partition, from, to int64) []*pb.AbortedTxn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.md.Aborted(p, from, to)
+}

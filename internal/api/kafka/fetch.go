@@ -60,10 +60,25 @@ func fetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 	if maxBytes <= 0 {
 		maxBytes = 50 << 20
 	}
-	total := c.readParts(parts, maxBytes)
-	if total < int(max(req.MinBytes, 1)) && wait > 0 {
-		c.waitForRecords(parts, wait)
-		total += c.readParts(parts, maxBytes-total)
+	committed := req.IsolationLevel == 1
+	total := c.readParts(parts, maxBytes, committed)
+	minBytes := int(max(req.MinBytes, 1))
+	if total < minBytes && wait > 0 {
+		deadline := time.Now().Add(wait)
+		for {
+			c.waitForRecords(parts, time.Until(deadline))
+			total += c.readParts(parts, maxBytes-total, committed)
+			left := time.Until(deadline)
+			if !committed || total >= minBytes || left <= 0 {
+				break
+			}
+			// read_committed: the records there may be past the last
+			// stable offset, which moves when a transaction ends.
+			select {
+			case <-c.context().Done():
+			case <-time.After(min(left, committedPoll)):
+			}
+		}
 	}
 	c.s.sessions.respond(req, resp, parts)
 	return resp
@@ -72,8 +87,9 @@ func fetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 // readParts reads the partitions that have no records yet, within
 // budget bytes (the first partition with records gets at least one
 // batch), and returns the bytes added.
-func (c *conn) readParts(parts []*fetchPart, budget int) int {
+func (c *conn) readParts(parts []*fetchPart, budget int, committed bool) int {
 	added := 0
+	var txns []broker.TxnState // read_committed: the transactions, read once
 	lead := c.leaders(c.context())
 	for _, fp := range parts {
 		if fp.out.ErrorCode != 0 || len(fp.out.RecordBatches) > 0 {
@@ -104,11 +120,49 @@ func (c *conn) readParts(parts []*fetchPart, budget int) int {
 			}
 			continue
 		}
-		fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = res.HighWatermark, res.HighWatermark, res.StartOffset
-		fp.out.RecordBatches = appendBatches(fp.out.RecordBatches[:0], res.Batches)
+		lso, batches := res.HighWatermark, res.Batches
+		if committed {
+			if txns == nil {
+				txns = c.s.api.Transactions()
+			}
+			lso = c.s.lastStable(fp.topic, fp.partition, res.HighWatermark, txns)
+			batches = belowOffset(batches, lso)
+			fp.out.AbortedTransactions = c.s.abortedIn(fp.topic, fp.partition, fp.offset, batches)
+		}
+		fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = res.HighWatermark, lso, res.StartOffset
+		fp.out.RecordBatches = appendBatches(fp.out.RecordBatches[:0], batches)
 		added += len(fp.out.RecordBatches)
 	}
 	return added
+}
+
+// belowOffset returns the batches that begin below off.
+func belowOffset(batches [][]byte, off int64) [][]byte {
+	for i, b := range batches {
+		if h, err := record.ParseHeader(b); err != nil || h.BaseOffset >= off {
+			return batches[:i]
+		}
+	}
+	return batches
+}
+
+// abortedIn lists the aborted transactions a read_committed consumer
+// must skip among batches, read from offset from.
+func (s *Server) abortedIn(topic string, partition int32, from int64, batches [][]byte) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	if len(batches) == 0 {
+		return nil
+	}
+	h, err := record.ParseHeader(batches[len(batches)-1])
+	if err != nil {
+		return nil
+	}
+	var out []kmsg.FetchResponseTopicPartitionAbortedTransaction
+	for _, a := range s.api.AbortedTxns(topic, partition, from, h.NextOffset()) {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+		out = append(out, at)
+	}
+	return out
 }
 
 // appendBatches converts stored batches to Kafka record batches.
@@ -127,6 +181,10 @@ func appendBatches(dst []byte, batches [][]byte) []byte {
 	}
 	return dst
 }
+
+// committedPoll is how often a waiting read_committed fetch looks again
+// for records below the last stable offset.
+const committedPoll = 20 * time.Millisecond
 
 // maxFetchWaiters bounds the partitions one fetch watches while it
 // waits; records arriving on others are read once the wait ends.

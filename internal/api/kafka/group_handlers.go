@@ -48,11 +48,17 @@ func findCoordinator(c *conn, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 		co := kmsg.NewFindCoordinatorResponseCoordinator()
 		co.Key, co.NodeID = key, -1
 		switch {
-		case req.CoordinatorType != 0:
-			// Transaction coordinators come with transactions.
+		case req.CoordinatorType > 1:
 			co.ErrorCode = kerr.InvalidRequest.Code
 		default:
-			if code := c.allowGroup(broker.ActionDescribe, key); code != 0 {
+			// Groups and transactions have one coordinator: the
+			// metadata group's leader.
+			if req.CoordinatorType == 1 {
+				if c.s.api.Authorize(c.context(), broker.ActionDescribe, txnResource(key)) != nil {
+					co.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+					break
+				}
+			} else if code := c.allowGroup(broker.ActionDescribe, key); code != 0 {
 				co.ErrorCode = code
 				break
 			}

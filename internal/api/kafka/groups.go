@@ -739,6 +739,19 @@ func (co *coordinator) commitCheck(req *kmsg.OffsetCommitRequest) int16 {
 	return 0
 }
 
+// checkGeneration checks a transactional offset commit's member and
+// generation against the group (KIP-447 fencing of zombie members).
+func (co *coordinator) checkGeneration(group, member string, generation int32) int16 {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	g := co.groups[group]
+	if g == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	_, code := g.memberCheck(member, nil, generation)
+	return code
+}
+
 // describe returns a group's state for DescribeGroups.
 func (co *coordinator) describe(name string) (kmsg.DescribeGroupsResponseGroup, bool) {
 	co.mu.Lock()

@@ -45,6 +45,9 @@ func listOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 				switch p.Timestamp {
 				case -1:
 					rp.Offset = pi.EndOffset
+					if req.IsolationLevel == 1 {
+						rp.Offset = c.s.lastStable(t.Topic, p.Partition, pi.EndOffset, c.s.api.Transactions())
+					}
 				case -2:
 					rp.Offset = pi.StartOffset
 				default:

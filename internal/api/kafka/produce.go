@@ -40,12 +40,14 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 		a.respond(resp)
 		return
 	}
+	var txnID string
 	if req.TransactionID != nil {
-		// Transactions are not served (ApiVersions does not list
-		// their keys), so no client sends a transactional produce.
-		fail(resp, req, kerr.TransactionalIDAuthorizationFailed.Code)
-		a.respond(resp)
-		return
+		txnID = *req.TransactionID
+		if txnID == "" || c.s.api.Authorize(c.context(), broker.ActionWrite, txnResource(txnID)) != nil {
+			fail(resp, req, kerr.TransactionalIDAuthorizationFailed.Code)
+			a.respond(resp)
+			return
+		}
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 || timeout > 5*time.Minute {
@@ -84,6 +86,17 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 				}
 				continue
 			}
+			txnal := b.Attributes&attrTxn != 0
+			if txnal != (txnID != "") || (txnal && !b.idempotent()) {
+				rp.ErrorCode = kerr.InvalidTxnState.Code // a transaction's batches, and only they, name it
+				continue
+			}
+			if txnal {
+				if ec := c.s.txnPartitionReady(ctx, txnID, b.ProducerID, b.ProducerEpoch, t.Topic, p.Partition); ec != 0 {
+					rp.ErrorCode = ec
+					continue
+				}
+			}
 			key := producerKey{pid: b.ProducerID, topic: t.Topic, partition: p.Partition}
 			if b.idempotent() {
 				v := c.s.pids.check(key, b.ProducerEpoch, b.FirstSequence, b.NumRecords)
@@ -103,8 +116,11 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 				// compressed as produced.
 				record.SetOriginCodec(batch, codec)
 			}
+			if txnal {
+				record.SetTxnAttributes(batch, record.AttrTransactional)
+			}
 			wg.Add(1)
-			c.s.api.PublishAsync(ctx, &broker.PublishRequest{Topic: t.Topic, Partition: p.Partition, Mode: mode, Batch: batch},
+			c.s.api.PublishAsync(ctx, &broker.PublishRequest{Topic: t.Topic, Partition: p.Partition, Mode: mode, Batch: batch, Txn: txnal},
 				func(res *broker.PublishResult, err error) {
 					defer wg.Done()
 					if b.idempotent() {

@@ -283,6 +283,20 @@ func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []
 	maxTS := first
 	var body []byte
 	var kr kmsg.Record
+	pid, epoch, seq := int64(-1), int16(-1), int32(-1)
+	var attrs int16
+	if h.Transactional() {
+		attrs |= attrTxn
+		if h.Control() {
+			// A marker: Kafka's control record, without the header
+			// that keeps its producer.
+			attrs |= attrControl
+			pid, epoch = markerProducer(&recs[0])
+			recs = []record.Record{{Offset: recs[0].Offset, Timestamp: recs[0].Timestamp, Key: recs[0].Key, Payload: recs[0].Payload}}
+		} else {
+			pid, epoch, seq = producerOf(recs[0].MessageID)
+		}
+	}
 	for i := range recs {
 		r := &recs[i]
 		ts := r.Timestamp / 1e6
@@ -297,10 +311,9 @@ func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []
 		kr.Length = int32(recordBodyLen(&kr))
 		body = kr.AppendTo(body)
 	}
-	var attrs int16
 	if codec := h.OriginCodec(); codec != 0 {
 		if z, ok := compress(nil, codec, body); ok {
-			body, attrs = z, int16(codec)
+			body, attrs = z, attrs|int16(codec)
 		}
 	}
 	start := len(dst)
@@ -312,9 +325,9 @@ func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []
 		LastOffsetDelta:      int32(len(recs) - 1),
 		FirstTimestamp:       first,
 		MaxTimestamp:         maxTS,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
+		ProducerID:           pid,
+		ProducerEpoch:        epoch,
+		FirstSequence:        seq,
 		NumRecords:           int32(len(recs)),
 		Records:              body,
 	}

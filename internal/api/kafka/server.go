@@ -78,6 +78,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	groups   *coordinator
+	txns     *txnCoordinator
 	pids     *producers
 	sessions *fetchSessions
 	ctx      context.Context
@@ -104,6 +105,7 @@ func New(api broker.API, cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{api: api, cfg: cfg, log: cfg.Logger.With("component", "kafka"), ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
 	s.groups = newCoordinator(s)
+	s.txns = newTxnCoordinator(s)
 	s.pids = newProducers()
 	s.sessions = newFetchSessions()
 	return s
@@ -124,7 +126,12 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.cfg.Advertise == "" {
 		s.cfg.Advertise = ln.Addr().String()
 	}
+	s.wg.Add(1)
 	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.txns.run(s.ctx)
+	}()
 	for {
 		nc, err := ln.Accept()
 		if err != nil {

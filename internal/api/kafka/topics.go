@@ -171,8 +171,7 @@ func deleteTopics(c *conn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 func initProducerID(c *conn, req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		initTransactional(c, req, resp)
 		return resp
 	}
 	if req.Version >= 3 && req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < 1<<15-1 {

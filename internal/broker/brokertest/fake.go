@@ -7,6 +7,7 @@ package brokertest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"sync"
@@ -42,6 +43,10 @@ type Fake struct {
 	KafkaAddr string
 	// security is the access-control state (security.go).
 	security *fakeSec
+	// Kafka transactions.
+	txns       map[string]broker.TxnState
+	txnVersion uint64
+	aborted    []broker.AbortedTxn
 }
 
 // tp names a partition of a topic.
@@ -181,6 +186,73 @@ func (f *Fake) DeleteRecords(ctx context.Context, topic string, partition int32,
 		return 0, err
 	}
 	return 0, broker.Errorf(broker.ErrInvalidArgument, "the test fake does not delete records")
+}
+
+func (f *Fake) PartitionOffsets(ctx context.Context, topic string, partition int32) (int64, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "PartitionOffsets"); err != nil {
+		return 0, 0, err
+	}
+	t, err := f.topicLocked(topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	if partition < 0 || int(partition) >= len(t.logs) {
+		return 0, 0, broker.Errorf(broker.ErrPartitionNotFound, "no partition %d", partition)
+	}
+	return 0, int64(len(t.logs[partition])), nil
+}
+
+// Transactions: kept in memory, versions counting up.
+
+func (f *Fake) Transaction(id string) (broker.TxnState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.txns[id]
+	return st, ok
+}
+
+func (f *Fake) Transactions() []broker.TxnState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]broker.TxnState, 0, len(f.txns))
+	for _, st := range f.txns {
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (f *Fake) AbortedTxns(topic string, partition int32, from, to int64) []broker.AbortedTxn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []broker.AbortedTxn
+	for _, a := range f.aborted {
+		if a.Topic == topic && a.Partition == partition && a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (f *Fake) PutTransaction(ctx context.Context, st broker.TxnState, prev uint64, aborted []broker.AbortedTxn) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "PutTransaction"); err != nil {
+		return 0, err
+	}
+	if f.txns == nil {
+		f.txns = map[string]broker.TxnState{}
+	}
+	if f.txns[st.ID].Version != prev {
+		return 0, errors.Join(broker.Errorf(broker.ErrUnavailable, "changed"), broker.ErrTxnConflict)
+	}
+	f.txnVersion++
+	st.Version = f.txnVersion
+	f.txns[st.ID] = st
+	f.aborted = append(f.aborted, aborted...)
+	return st.Version, nil
 }
 
 func (f *Fake) Topics(ctx context.Context) ([]broker.TopicInfo, error) {

@@ -50,6 +50,7 @@ type Command struct {
 	//	*Command_DeleteGroup
 	//	*Command_AlterTopic
 	//	*Command_DeleteRecords
+	//	*Command_PutTransaction
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -279,6 +280,15 @@ func (x *Command) GetDeleteRecords() *DeleteRecords {
 	return nil
 }
 
+func (x *Command) GetPutTransaction() *PutTransaction {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_PutTransaction); ok {
+			return x.PutTransaction
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -374,6 +384,11 @@ type Command_DeleteRecords struct {
 	DeleteRecords *DeleteRecords `protobuf:"bytes,21,opt,name=delete_records,json=deleteRecords,proto3,oneof"`
 }
 
+type Command_PutTransaction struct {
+	// A Kafka transaction's coordinator state changes.
+	PutTransaction *PutTransaction `protobuf:"bytes,22,opt,name=put_transaction,json=putTransaction,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
@@ -413,6 +428,8 @@ func (*Command_DeleteGroup) isCommand_Kind() {}
 func (*Command_AlterTopic) isCommand_Kind() {}
 
 func (*Command_DeleteRecords) isCommand_Kind() {}
+
+func (*Command_PutTransaction) isCommand_Kind() {}
 
 // PutUser creates a user or replaces its credentials (create: only if it
 // does not exist; else only if it does).
@@ -1739,6 +1756,410 @@ func (x *DeleteGroup) GetGroup() string {
 	return ""
 }
 
+// PutTransaction replaces the coordinator state of a Kafka transactional
+// id, if the state's version is still prev_version (0: there is none
+// yet); else it fails with a conflict. The aborted transactions are added
+// to their partitions' lists (read_committed readers skip their records).
+type PutTransaction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txn           *Transaction           `protobuf:"bytes,1,opt,name=txn,proto3" json:"txn,omitempty"`
+	PrevVersion   uint64                 `protobuf:"varint,2,opt,name=prev_version,json=prevVersion,proto3" json:"prev_version,omitempty"`
+	Aborted       []*AbortedTxn          `protobuf:"bytes,3,rep,name=aborted,proto3" json:"aborted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutTransaction) Reset() {
+	*x = PutTransaction{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutTransaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutTransaction) ProtoMessage() {}
+
+func (x *PutTransaction) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutTransaction.ProtoReflect.Descriptor instead.
+func (*PutTransaction) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PutTransaction) GetTxn() *Transaction {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
+func (x *PutTransaction) GetPrevVersion() uint64 {
+	if x != nil {
+		return x.PrevVersion
+	}
+	return 0
+}
+
+func (x *PutTransaction) GetAborted() []*AbortedTxn {
+	if x != nil {
+		return x.Aborted
+	}
+	return nil
+}
+
+// Transaction is what the Kafka adapter's transaction coordinator keeps
+// of a transactional id; the metadata only stores it.
+type Transaction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ProducerId    int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The adapter's state machine (empty, ongoing, preparing, complete).
+	State         int32           `protobuf:"varint,4,opt,name=state,proto3" json:"state,omitempty"`
+	TimeoutMs     int32           `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	StartedUnixMs int64           `protobuf:"varint,6,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	Partitions    []*TxnPartition `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Groups        []string        `protobuf:"bytes,8,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Offsets committed in the transaction (TxnOffsetCommit), applied to
+	// their groups when it commits.
+	Offsets []*TxnOffset `protobuf:"bytes,9,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// The index of the command that stored this state (set by apply).
+	Version uint64 `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
+	// The principal that began the transaction: the coordinator acts as it
+	// when it ends the transaction on its own (a timeout, a failover).
+	Principal     string `protobuf:"bytes,11,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Transaction) Reset() {
+	*x = Transaction{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Transaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Transaction) ProtoMessage() {}
+
+func (x *Transaction) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
+func (*Transaction) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Transaction) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Transaction) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *Transaction) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *Transaction) GetState() int32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *Transaction) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *Transaction) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *Transaction) GetPartitions() []*TxnPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *Transaction) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *Transaction) GetOffsets() []*TxnOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *Transaction) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Transaction) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+type TxnPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// At most the transaction's first offset in the partition (the high
+	// watermark when the partition joined the transaction).
+	FirstOffset   int64 `protobuf:"varint,3,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnPartition) Reset() {
+	*x = TxnPartition{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPartition) ProtoMessage() {}
+
+func (x *TxnPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPartition.ProtoReflect.Descriptor instead.
+func (*TxnPartition) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TxnPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnPartition) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
+type TxnOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffset) Reset() {
+	*x = TxnOffset{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffset) ProtoMessage() {}
+
+func (x *TxnOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffset.ProtoReflect.Descriptor instead.
+func (*TxnOffset) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *TxnOffset) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *TxnOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+// AbortedTxn is an aborted transaction's records in one partition: those
+// of producer_id in [first_offset, last_offset] (last: the abort marker).
+type AbortedTxn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ProducerId    int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	FirstOffset   int64                  `protobuf:"varint,4,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	LastOffset    int64                  `protobuf:"varint,5,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortedTxn) Reset() {
+	*x = AbortedTxn{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortedTxn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortedTxn) ProtoMessage() {}
+
+func (x *AbortedTxn) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortedTxn.ProtoReflect.Descriptor instead.
+func (*AbortedTxn) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AbortedTxn) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AbortedTxn) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AbortedTxn) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortedTxn) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
+func (x *AbortedTxn) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
 type RegisterNode struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1754,7 +2175,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +2187,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +2200,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegisterNode) GetId() uint64 {
@@ -1829,7 +2250,7 @@ type CommitOffsets struct {
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +2262,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +2275,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -1886,7 +2307,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2319,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2332,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -1950,7 +2371,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2383,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2396,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 // Snapshot is the whole metadata state, for a node that joins late.
@@ -1988,13 +2409,15 @@ type Snapshot struct {
 	Tokens        []*PutToken            `protobuf:"bytes,5,rep,name=tokens,proto3" json:"tokens,omitempty"`
 	Acls          []*Acl                 `protobuf:"bytes,6,rep,name=acls,proto3" json:"acls,omitempty"`
 	Quotas        []*SetQuota            `protobuf:"bytes,7,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	Transactions  []*Transaction         `protobuf:"bytes,8,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	Aborted       []*AbortedTxn          `protobuf:"bytes,9,rep,name=aborted,proto3" json:"aborted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2429,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2442,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -2071,6 +2494,20 @@ func (x *Snapshot) GetQuotas() []*SetQuota {
 	return nil
 }
 
+func (x *Snapshot) GetTransactions() []*Transaction {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+func (x *Snapshot) GetAborted() []*AbortedTxn {
+	if x != nil {
+		return x.Aborted
+	}
+	return nil
+}
+
 type TopicState struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2084,7 +2521,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2533,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2546,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{28}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TopicState) GetName() string {
@@ -2154,7 +2591,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2603,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2616,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{29}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -2207,7 +2644,7 @@ var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xbe\f\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\x95\r\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
@@ -2234,7 +2671,8 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\fdelete_group\x18\x13 \x01(\v2'.hermes.internal.cluster.v1.DeleteGroupH\x00R\vdeleteGroup\x12I\n" +
 	"\valter_topic\x18\x14 \x01(\v2&.hermes.internal.cluster.v1.AlterTopicH\x00R\n" +
 	"alterTopic\x12R\n" +
-	"\x0edelete_records\x18\x15 \x01(\v2).hermes.internal.cluster.v1.DeleteRecordsH\x00R\rdeleteRecordsB\x06\n" +
+	"\x0edelete_records\x18\x15 \x01(\v2).hermes.internal.cluster.v1.DeleteRecordsH\x00R\rdeleteRecords\x12U\n" +
+	"\x0fput_transaction\x18\x16 \x01(\v2*.hermes.internal.cluster.v1.PutTransactionH\x00R\x0eputTransactionB\x06\n" +
 	"\x04kind\"\x84\x01\n" +
 	"\aPutUser\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12M\n" +
@@ -2330,7 +2768,46 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12?\n" +
 	"\x06config\x18\x03 \x01(\v2'.hermes.internal.cluster.v1.TopicConfigR\x06config\"#\n" +
 	"\vDeleteGroup\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"\x94\x01\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xb0\x01\n" +
+	"\x0ePutTransaction\x129\n" +
+	"\x03txn\x18\x01 \x01(\v2'.hermes.internal.cluster.v1.TransactionR\x03txn\x12!\n" +
+	"\fprev_version\x18\x02 \x01(\x04R\vprevVersion\x12@\n" +
+	"\aaborted\x18\x03 \x03(\v2&.hermes.internal.cluster.v1.AbortedTxnR\aaborted\"\x9d\x03\n" +
+	"\vTransaction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\x05R\x05state\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x05 \x01(\x05R\ttimeoutMs\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x06 \x01(\x03R\rstartedUnixMs\x12H\n" +
+	"\n" +
+	"partitions\x18\a \x03(\v2(.hermes.internal.cluster.v1.TxnPartitionR\n" +
+	"partitions\x12\x16\n" +
+	"\x06groups\x18\b \x03(\tR\x06groups\x12?\n" +
+	"\aoffsets\x18\t \x03(\v2%.hermes.internal.cluster.v1.TxnOffsetR\aoffsets\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\x04R\aversion\x12\x1c\n" +
+	"\tprincipal\x18\v \x01(\tR\tprincipal\"e\n" +
+	"\fTxnPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\ffirst_offset\x18\x03 \x01(\x03R\vfirstOffset\"m\n" +
+	"\tTxnOffset\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\"\xa5\x01\n" +
+	"\n" +
+	"AbortedTxn\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12!\n" +
+	"\ffirst_offset\x18\x04 \x01(\x03R\vfirstOffset\x12\x1f\n" +
+	"\vlast_offset\x18\x05 \x01(\x03R\n" +
+	"lastOffset\"\x94\x01\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -2346,7 +2823,7 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x19\n" +
 	"\btopic_id\x18\x04 \x01(\x04R\atopicId\"\t\n" +
-	"\aBarrier\"\xb9\x03\n" +
+	"\aBarrier\"\xc8\x04\n" +
 	"\bSnapshot\x12>\n" +
 	"\x05nodes\x18\x01 \x03(\v2(.hermes.internal.cluster.v1.RegisterNodeR\x05nodes\x12>\n" +
 	"\x06topics\x18\x02 \x03(\v2&.hermes.internal.cluster.v1.TopicStateR\x06topics\x12A\n" +
@@ -2354,7 +2831,9 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\x05users\x18\x04 \x03(\v2#.hermes.internal.cluster.v1.PutUserR\x05users\x12<\n" +
 	"\x06tokens\x18\x05 \x03(\v2$.hermes.internal.cluster.v1.PutTokenR\x06tokens\x123\n" +
 	"\x04acls\x18\x06 \x03(\v2\x1f.hermes.internal.cluster.v1.AclR\x04acls\x12<\n" +
-	"\x06quotas\x18\a \x03(\v2$.hermes.internal.cluster.v1.SetQuotaR\x06quotas\"\xbd\x01\n" +
+	"\x06quotas\x18\a \x03(\v2$.hermes.internal.cluster.v1.SetQuotaR\x06quotas\x12K\n" +
+	"\ftransactions\x18\b \x03(\v2'.hermes.internal.cluster.v1.TransactionR\ftransactions\x12@\n" +
+	"\aaborted\x18\t \x03(\v2&.hermes.internal.cluster.v1.AbortedTxnR\aaborted\"\xbd\x01\n" +
 	"\n" +
 	"TopicState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
@@ -2380,7 +2859,7 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*Command)(nil),              // 0: hermes.internal.cluster.v1.Command
 	(*PutUser)(nil),              // 1: hermes.internal.cluster.v1.PutUser
@@ -2405,20 +2884,25 @@ var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*DeleteRecords)(nil),        // 20: hermes.internal.cluster.v1.DeleteRecords
 	(*AlterTopic)(nil),           // 21: hermes.internal.cluster.v1.AlterTopic
 	(*DeleteGroup)(nil),          // 22: hermes.internal.cluster.v1.DeleteGroup
-	(*RegisterNode)(nil),         // 23: hermes.internal.cluster.v1.RegisterNode
-	(*CommitOffsets)(nil),        // 24: hermes.internal.cluster.v1.CommitOffsets
-	(*GroupOffset)(nil),          // 25: hermes.internal.cluster.v1.GroupOffset
-	(*Barrier)(nil),              // 26: hermes.internal.cluster.v1.Barrier
-	(*Snapshot)(nil),             // 27: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),           // 28: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil),       // 29: hermes.internal.cluster.v1.PartitionState
+	(*PutTransaction)(nil),       // 23: hermes.internal.cluster.v1.PutTransaction
+	(*Transaction)(nil),          // 24: hermes.internal.cluster.v1.Transaction
+	(*TxnPartition)(nil),         // 25: hermes.internal.cluster.v1.TxnPartition
+	(*TxnOffset)(nil),            // 26: hermes.internal.cluster.v1.TxnOffset
+	(*AbortedTxn)(nil),           // 27: hermes.internal.cluster.v1.AbortedTxn
+	(*RegisterNode)(nil),         // 28: hermes.internal.cluster.v1.RegisterNode
+	(*CommitOffsets)(nil),        // 29: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),          // 30: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),              // 31: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),             // 32: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),           // 33: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil),       // 34: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
 	18, // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
 	19, // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	23, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	24, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	26, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	28, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	29, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	31, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
 	14, // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
 	15, // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
 	16, // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
@@ -2434,28 +2918,35 @@ var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
 	22, // 17: hermes.internal.cluster.v1.Command.delete_group:type_name -> hermes.internal.cluster.v1.DeleteGroup
 	21, // 18: hermes.internal.cluster.v1.Command.alter_topic:type_name -> hermes.internal.cluster.v1.AlterTopic
 	20, // 19: hermes.internal.cluster.v1.Command.delete_records:type_name -> hermes.internal.cluster.v1.DeleteRecords
-	2,  // 20: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
-	6,  // 21: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
-	9,  // 22: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
-	6,  // 23: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
-	11, // 24: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
-	17, // 25: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	17, // 26: hermes.internal.cluster.v1.AlterTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	25, // 27: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
-	23, // 28: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	28, // 29: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	24, // 30: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	1,  // 31: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
-	4,  // 32: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
-	6,  // 33: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
-	10, // 34: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
-	17, // 35: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	29, // 36: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	23, // 20: hermes.internal.cluster.v1.Command.put_transaction:type_name -> hermes.internal.cluster.v1.PutTransaction
+	2,  // 21: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
+	6,  // 22: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
+	9,  // 23: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
+	6,  // 24: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
+	11, // 25: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
+	17, // 26: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	17, // 27: hermes.internal.cluster.v1.AlterTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	24, // 28: hermes.internal.cluster.v1.PutTransaction.txn:type_name -> hermes.internal.cluster.v1.Transaction
+	27, // 29: hermes.internal.cluster.v1.PutTransaction.aborted:type_name -> hermes.internal.cluster.v1.AbortedTxn
+	25, // 30: hermes.internal.cluster.v1.Transaction.partitions:type_name -> hermes.internal.cluster.v1.TxnPartition
+	26, // 31: hermes.internal.cluster.v1.Transaction.offsets:type_name -> hermes.internal.cluster.v1.TxnOffset
+	30, // 32: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	28, // 33: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	33, // 34: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	29, // 35: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	1,  // 36: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
+	4,  // 37: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
+	6,  // 38: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
+	10, // 39: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
+	24, // 40: hermes.internal.cluster.v1.Snapshot.transactions:type_name -> hermes.internal.cluster.v1.Transaction
+	27, // 41: hermes.internal.cluster.v1.Snapshot.aborted:type_name -> hermes.internal.cluster.v1.AbortedTxn
+	17, // 42: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	34, // 43: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -2484,6 +2975,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_DeleteGroup)(nil),
 		(*Command_AlterTopic)(nil),
 		(*Command_DeleteRecords)(nil),
+		(*Command_PutTransaction)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2491,7 +2983,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
