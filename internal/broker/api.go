@@ -68,6 +68,9 @@ type API interface {
 	// PutTransaction stores st if the stored version is still prev (0:
 	// none). Errors: ErrTxnConflict (with ErrUnavailable).
 	PutTransaction(ctx context.Context, st TxnState, prev uint64, aborted []AbortedTxn) (uint64, error)
+	// SyncMetadata returns once this node has applied every metadata
+	// command committed before the call. Errors: ErrUnavailable.
+	SyncMetadata(ctx context.Context) error
 	// Topics describes every topic the principal may describe, sorted by
 	// name.
 	Topics(ctx context.Context) ([]TopicInfo, error)

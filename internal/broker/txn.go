@@ -176,3 +176,13 @@ func txnFromProto(t *cpb.Transaction) TxnState {
 	}
 	return st
 }
+
+// SyncMetadata returns once this node has applied every metadata command
+// committed before the call (a read barrier through the metadata
+// group's leader). Errors: ErrUnavailable.
+func (b *Broker) SyncMetadata(ctx context.Context) error {
+	if err := b.cl.Meta().Sync(ctx); err != nil {
+		return &kindError{kind: ErrUnavailable, msg: fmt.Sprintf("metadata sync: %v", err), retryAfter: metadataRetry}
+	}
+	return nil
+}

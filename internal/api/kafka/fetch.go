@@ -100,7 +100,11 @@ func (c *conn) readParts(parts []*fetchPart, budget int, committed bool) int {
 			fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = 0, 0, 0
 			continue
 		}
-		if _, ec := lead.lead(fp.topic, fp.partition, fp.epoch); ec != 0 {
+		pp, ec := lead.lead(fp.topic, fp.partition, fp.epoch)
+		if ec == 0 && committed {
+			ec = c.s.syncedForTerm(c.context(), fp.topic, fp.partition, pp.LeaderTerm)
+		}
+		if ec != 0 {
 			fp.out.ErrorCode = ec
 			continue
 		}

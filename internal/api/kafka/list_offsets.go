@@ -46,6 +46,10 @@ func listOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 				case -1:
 					rp.Offset = pi.EndOffset
 					if req.IsolationLevel == 1 {
+						if ec := c.s.syncedForTerm(c.context(), t.Topic, p.Partition, pp.LeaderTerm); ec != 0 {
+							rp.ErrorCode, rp.Offset = ec, -1
+							break
+						}
 						rp.Offset = c.s.lastStable(t.Topic, p.Partition, pi.EndOffset, c.s.api.Transactions())
 					}
 				case -2:

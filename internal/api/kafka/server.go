@@ -74,12 +74,16 @@ const (
 
 // Server serves the Kafka protocol for one node.
 type Server struct {
-	api      broker.API
-	cfg      Config
-	log      *slog.Logger
-	groups   *coordinator
-	txns     *txnCoordinator
-	pids     *producers
+	api    broker.API
+	cfg    Config
+	log    *slog.Logger
+	groups *coordinator
+	txns   *txnCoordinator
+	pids   *producers
+	// synced: per partition, the leader term for which this node's
+	// metadata was synced (syncedForTerm).
+	syncMu   sync.Mutex
+	synced   map[tp]uint64
 	sessions *fetchSessions
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -106,6 +110,7 @@ func New(api broker.API, cfg Config) *Server {
 	s := &Server{api: api, cfg: cfg, log: cfg.Logger.With("component", "kafka"), ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
 	s.groups = newCoordinator(s)
 	s.txns = newTxnCoordinator(s)
+	s.synced = map[tp]uint64{}
 	s.pids = newProducers()
 	s.sessions = newFetchSessions()
 	return s

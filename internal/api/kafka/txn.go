@@ -69,6 +69,8 @@ const (
 	// txnApplyWait bounds how long a partition's leader waits for its
 	// copy of the metadata to list a partition a transaction added.
 	txnApplyWait = 3 * time.Second
+	// maxSyncedTerms bounds the partitions syncedForTerm remembers.
+	maxSyncedTerms = 100000
 )
 
 // txnCoordinator serializes the changes of each transactional id.
@@ -363,4 +365,29 @@ func (s *Server) txnPartitionReady(ctx context.Context, id string, pid int64, ep
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// syncedForTerm makes sure, once per leader term of a partition, that
+// this node's copy of the metadata holds every transaction change
+// committed before it leads: a leader computes the last stable offset
+// from it, and a new leader's copy may lag the transactions whose
+// records its predecessor took. It returns 0 or the code to answer.
+func (s *Server) syncedForTerm(ctx context.Context, topic string, partition int32, term uint64) int16 {
+	k := tp{topic, partition}
+	s.syncMu.Lock()
+	done := s.synced[k] == term
+	s.syncMu.Unlock()
+	if done {
+		return 0
+	}
+	if err := s.api.SyncMetadata(ctx); err != nil {
+		return kerr.LeaderNotAvailable.Code
+	}
+	s.syncMu.Lock()
+	if len(s.synced) >= maxSyncedTerms {
+		clear(s.synced)
+	}
+	s.synced[k] = term
+	s.syncMu.Unlock()
+	return 0
 }

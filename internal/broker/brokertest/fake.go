@@ -255,6 +255,9 @@ func (f *Fake) PutTransaction(ctx context.Context, st broker.TxnState, prev uint
 	return st.Version, nil
 }
 
+// SyncMetadata: the Fake's state is always current.
+func (f *Fake) SyncMetadata(ctx context.Context) error { return f.record(ctx, "SyncMetadata") }
+
 func (f *Fake) Topics(ctx context.Context) ([]broker.TopicInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
