@@ -42,16 +42,17 @@ bench:
 	$(GO) test -run '^$$' -bench PublishProtocols -benchtime 30000x ./e2e/
 
 # franz-go's own integration suite against Hermes' Kafka listener
-# (docs/KAFKA.md). NODES=3 for a 3-node cluster; `make test` runs it on
-# one node.
+# (docs/KAFKA.md). NODES=3 for a 3-node cluster; SECURE=tls or
+# SECURE=scram with authentication on; `make test` runs it on one node.
 kafka-compat:
-	NODES=$(NODES) scripts/kafka-compat.sh
+	NODES=$(NODES) SECURE=$(SECURE) scripts/kafka-compat.sh
 
 kafka-compat-ci:
 	@echo "== franz-go's Kafka client suite against a Hermes node"
 	NODES=1 scripts/kafka-compat.sh
 
 NODES ?= 1
+SECURE ?=
 
 # Run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
