@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,4 +105,56 @@ func TestKafkaACLs(t *testing.T) {
 	if err := produce("acl-open"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("alice produced after her ACL was deleted: %v", err)
 	}
+}
+
+// throttleHook counts the responses whose ThrottleMillis was set.
+type throttleHook struct{ n atomic.Int32 }
+
+func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	if d > 0 {
+		h.n.Add(1)
+	}
+}
+
+// TestKafkaProduceQuota: a principal over its produce quota is told to
+// back off (ThrottleMillis) and its client gets every record through at
+// the quota's rate.
+func TestKafkaProduceQuota(t *testing.T) {
+	n := startAuthNode(t)
+	ctx := ctxT(t, 2*time.Minute)
+	admin := authDriver(t, "grpc", n, basic("admin", "adminpass1")).(*grpcDriver)
+	if _, err := admin.c.CreateUser(ctx, &pb.CreateUserRequest{Name: "alice", Password: "alicepass1"}); err != nil {
+		t.Fatal(err)
+	}
+	const quota = 20000 // bytes/s
+	if _, err := admin.c.SetQuota(ctx, &pb.SetQuotaRequest{Quota: &pb.Quota{Principal: "alice", ProduceBytesPerSecond: quota}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.c.CreateAcls(ctx, &pb.CreateAclsRequest{Acls: []*pb.Acl{{Principal: "alice", ResourceType: pb.ResourceType_RESOURCE_TYPE_TOPIC,
+		Name: "q", Pattern: pb.PatternType_PATTERN_TYPE_LITERAL, Operation: pb.Operation_OPERATION_WRITE, Permission: pb.Permission_PERMISSION_ALLOW}}}); err != nil {
+		t.Fatal(err)
+	}
+	kadmin := kadm.NewClient(kafkaClient(t, []string{n.KafkaAddr}, kgo.SASL(scram.Auth{User: "admin", Pass: "adminpass1"}.AsSha256Mechanism())))
+	if _, err := kadmin.CreateTopic(ctx, 1, -1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	hook := &throttleHook{}
+	alice := kafkaClient(t, []string{n.KafkaAddr}, kgo.SASL(scram.Auth{User: "alice", Pass: "alicepass1"}.AsSha256Mechanism()),
+		kgo.WithHooks(hook), kgo.DefaultProduceTopic("q"), kgo.RetryTimeout(time.Minute))
+	start := time.Now()
+	const records, size = 20, 5000
+	for i := range records {
+		if err := alice.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte{'x'}, size)}).FirstErr(); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	took := time.Since(start)
+	if hook.n.Load() == 0 {
+		t.Fatal("no response carried a throttle time")
+	}
+	// 100 KB at 20 KB/s, less the quota's initial burst.
+	if min := time.Duration(records*size-2*quota) * time.Second / quota; took < min {
+		t.Fatalf("%d bytes took %v at a quota of %d B/s (at least %v expected)", records*size, took, quota, min)
+	}
+	t.Logf("%d records of %d bytes in %v, %d throttled responses", records, size, took, hook.n.Load())
 }

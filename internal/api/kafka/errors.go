@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -82,3 +83,28 @@ func message(err error) *string {
 	s := err.Error()
 	return &s
 }
+
+// throttleMillis is how long a client over its quota should wait (Kafka's
+// ThrottleMillis), from the broker's retry hint, or 0. The request itself
+// is refused (REQUEST_TIMED_OUT, retriable): the client retries it once
+// the throttle time has passed.
+func throttleMillis(err error) int32 {
+	if !errors.Is(err, broker.ErrResourceExhausted) {
+		return 0
+	}
+	return int32(min(broker.RetryAfter(err).Milliseconds(), 1<<31-1))
+}
+
+// maxMillis keeps the largest throttle time of a request's parts.
+type maxMillis struct{ v atomic.Int32 }
+
+func (m *maxMillis) raise(ms int32) {
+	for {
+		cur := m.v.Load()
+		if ms <= cur || m.v.CompareAndSwap(cur, ms) {
+			return
+		}
+	}
+}
+
+func (m *maxMillis) get() int32 { return m.v.Load() }

@@ -61,13 +61,14 @@ func fetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		maxBytes = 50 << 20
 	}
 	committed := req.IsolationLevel == 1
-	total := c.readParts(parts, maxBytes, committed)
+	var throttle maxMillis
+	total := c.readParts(parts, maxBytes, committed, &throttle)
 	minBytes := int(max(req.MinBytes, 1))
 	if total < minBytes && wait > 0 {
 		deadline := time.Now().Add(wait)
 		for {
 			c.waitForRecords(parts, time.Until(deadline))
-			total += c.readParts(parts, maxBytes-total, committed)
+			total += c.readParts(parts, maxBytes-total, committed, &throttle)
 			left := time.Until(deadline)
 			if !committed || total >= minBytes || left <= 0 {
 				break
@@ -81,13 +82,14 @@ func fetch(c *conn, req *kmsg.FetchRequest) kmsg.Response {
 		}
 	}
 	c.s.sessions.respond(req, resp, parts)
+	resp.ThrottleMillis = throttle.get()
 	return resp
 }
 
 // readParts reads the partitions that have no records yet, within
 // budget bytes (the first partition with records gets at least one
 // batch), and returns the bytes added.
-func (c *conn) readParts(parts []*fetchPart, budget int, committed bool) int {
+func (c *conn) readParts(parts []*fetchPart, budget int, committed bool, throttle *maxMillis) int {
 	added := 0
 	var txns []broker.TxnState // read_committed: the transactions, read once
 	lead := c.leaders(c.context())
@@ -122,6 +124,7 @@ func (c *conn) readParts(parts []*fetchPart, budget int, committed bool) int {
 			if errors.Is(err, broker.ErrOffsetOutOfRange) {
 				fp.out.ErrorCode = kerr.OffsetOutOfRange.Code
 			}
+			throttle.raise(throttleMillis(err))
 			continue
 		}
 		lso, batches := res.HighWatermark, res.Batches

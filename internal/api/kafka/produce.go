@@ -57,6 +57,7 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 	// after an acks=0 produce still has its records stored.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.context()), timeout)
 	var wg sync.WaitGroup
+	var throttle maxMillis
 	lead := c.leaders(ctx)
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
@@ -133,6 +134,7 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 					if err != nil {
 						rp.ErrorCode = produceCode(err)
 						rp.ErrorMessage = message(err)
+						throttle.raise(throttleMillis(err))
 						return
 					}
 					rp.BaseOffset = res.BaseOffset
@@ -142,6 +144,7 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 	go func() {
 		wg.Wait()
 		cancel()
+		resp.ThrottleMillis = throttle.get()
 		if req.Acks == 0 {
 			a.respond(nil)
 			return
