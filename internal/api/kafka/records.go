@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/google/uuid"
@@ -281,7 +282,6 @@ func zstdDecoder() *zstd.Decoder {
 func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []byte {
 	first := recs[0].Timestamp / 1e6
 	maxTS := first
-	var body []byte
 	var kr kmsg.Record
 	pid, epoch, seq := int64(-1), int16(-1), int32(-1)
 	var attrs int16
@@ -297,6 +297,17 @@ func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []
 			pid, epoch, seq = producerOf(recs[0].MessageID)
 		}
 	}
+	// The records go right after the batch header, which is filled in
+	// last: one copy of each record, into dst.
+	size := batchHeaderLen
+	for i := range recs {
+		size += 24 + len(recs[i].Key) + len(recs[i].Payload)
+		for _, hd := range recs[i].Headers {
+			size += 10 + len(hd.Key) + len(hd.Value)
+		}
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, size)[:start+batchHeaderLen]
 	for i := range recs {
 		r := &recs[i]
 		ts := r.Timestamp / 1e6
@@ -309,32 +320,28 @@ func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []
 			kr.Headers = append(kr.Headers, kmsg.Header{Key: hd.Key, Value: hd.Value})
 		}
 		kr.Length = int32(recordBodyLen(&kr))
-		body = kr.AppendTo(body)
+		dst = kr.AppendTo(dst)
 	}
 	if codec := h.OriginCodec(); codec != 0 {
-		if z, ok := compress(nil, codec, body); ok {
-			body, attrs = z, attrs|int16(codec)
+		if z, ok := compress(nil, codec, dst[start+batchHeaderLen:]); ok {
+			dst, attrs = append(dst[:start+batchHeaderLen], z...), attrs|int16(codec)
 		}
 	}
-	start := len(dst)
-	rb := kmsg.RecordBatch{
-		FirstOffset:          h.BaseOffset,
-		PartitionLeaderEpoch: int32(h.RaftTerm),
-		Magic:                2,
-		Attributes:           attrs,
-		LastOffsetDelta:      int32(len(recs) - 1),
-		FirstTimestamp:       first,
-		MaxTimestamp:         maxTS,
-		ProducerID:           pid,
-		ProducerEpoch:        epoch,
-		FirstSequence:        seq,
-		NumRecords:           int32(len(recs)),
-		Records:              body,
-	}
-	dst = rb.AppendTo(dst)
 	b := dst[start:]
-	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12)) // Length
-	binary.BigEndian.PutUint32(b[17:], crc32c(b[crcStart:]))
+	be := binary.BigEndian
+	be.PutUint64(b[0:], uint64(h.BaseOffset))
+	be.PutUint32(b[8:], uint32(len(b)-12)) // Length
+	be.PutUint32(b[12:], uint32(int32(h.RaftTerm)))
+	b[16] = 2 // magic
+	be.PutUint16(b[21:], uint16(attrs))
+	be.PutUint32(b[23:], uint32(len(recs)-1))
+	be.PutUint64(b[27:], uint64(first))
+	be.PutUint64(b[35:], uint64(maxTS))
+	be.PutUint64(b[43:], uint64(pid))
+	be.PutUint16(b[51:], uint16(epoch))
+	be.PutUint32(b[53:], uint32(seq))
+	be.PutUint32(b[57:], uint32(len(recs)))
+	be.PutUint32(b[17:], crc32c(b[crcStart:]))
 	return dst
 }
 
