@@ -189,10 +189,7 @@ func topicFromState(ts *pb.TopicState) *Topic {
 	for i, p := range ts.GetPartitions() {
 		t.Replicas = append(t.Replicas, p.GetReplicas())
 		if f := p.GetDeletedBefore(); f > 0 {
-			for len(t.DeletedBefore) <= i {
-				t.DeletedBefore = append(t.DeletedBefore, 0)
-			}
-			t.DeletedBefore[i] = f
+			t.setFloor(i, f)
 		}
 	}
 	return t

@@ -60,6 +60,14 @@ func (t *Topic) Floor(p int) int64 {
 	return 0
 }
 
+// setFloor records partition p's floor (DeletedBefore grows as needed).
+func (t *Topic) setFloor(p int, offset int64) {
+	for len(t.DeletedBefore) <= p {
+		t.DeletedBefore = append(t.DeletedBefore, 0)
+	}
+	t.DeletedBefore[p] = offset
+}
+
 // Holds reports whether node has, or is getting, a replica of partition p.
 func (t *Topic) Holds(p int, node uint64) bool {
 	return slices.Contains(t.Replicas[p], node) || p < len(t.Targets) && slices.Contains(t.Targets[p], node)
@@ -526,10 +534,7 @@ func (m *Metadata) deleteRecords(c *pb.DeleteRecords) (Change, error) {
 		return Change{}, fmt.Errorf("%w: delete records of %s/%d below %d", ErrBadCommand, t.Name, p, c.GetBefore())
 	}
 	if c.GetBefore() > t.Floor(p) {
-		for len(t.DeletedBefore) < len(t.Replicas) {
-			t.DeletedBefore = append(t.DeletedBefore, 0)
-		}
-		t.DeletedBefore[p] = c.GetBefore()
+		t.setFloor(p, c.GetBefore())
 	}
 	return Change{Altered: t.clone()}, nil
 }
@@ -653,10 +658,7 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 		for i, p := range ts.GetPartitions() {
 			t.Replicas = append(t.Replicas, slices.Clone(p.GetReplicas()))
 			if f := p.GetDeletedBefore(); f > 0 {
-				for len(t.DeletedBefore) <= i {
-					t.DeletedBefore = append(t.DeletedBefore, 0)
-				}
-				t.DeletedBefore[i] = f
+				t.setFloor(i, f)
 			}
 			if len(p.GetTarget()) > 0 {
 				for len(t.Targets) <= i {

@@ -19,6 +19,7 @@ func init() {
 func listOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	lead := c.leaders(c.context())
+	var txns []broker.TxnState // read_committed: the transactions, read once
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -50,7 +51,10 @@ func listOffsets(c *conn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 							rp.ErrorCode, rp.Offset = ec, -1
 							break
 						}
-						rp.Offset = c.s.lastStable(t.Topic, p.Partition, pi.EndOffset, c.s.api.Transactions())
+						if txns == nil {
+							txns = c.s.api.Transactions()
+						}
+						rp.Offset = c.s.lastStable(t.Topic, p.Partition, pi.EndOffset, txns)
 					}
 				case -2:
 					rp.Offset = pi.StartOffset
