@@ -72,6 +72,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPublishInput$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./internal/api/kafka/
+	$(GO) test -run '^$$' -fuzz '^FuzzFrames$$' -fuzztime $(FUZZTIME) ./internal/api/wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./pkg/wire/
 
 # Regenerate the committed protobuf code (needs protoc; installs the Go plugins).
 proto:

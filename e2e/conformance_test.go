@@ -418,7 +418,9 @@ func behaveStartPositions(ctx context.Context, t *testing.T, d driver, topic str
 		must(t, err)
 		r, err := sub.Next(ctx)
 		sub.Close()
-		must(t, err)
+		if err != nil {
+			t.Fatalf("from %s %d: %v", c.start, c.value, err)
+		}
 		if r.Offset != c.offset {
 			t.Fatalf("from %s %d: the first record is at %d, want %d", c.start, c.value, r.Offset, c.offset)
 		}

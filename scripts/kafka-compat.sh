@@ -78,7 +78,7 @@ printf 'compat-admin-pw' > "$work/pw"
 echo "== start $NODES hermes node(s); Kafka at $seeds${SECURE:+ (--auth, $SECURE)}"
 for i in $(seq 1 "$NODES"); do
 	args=(serve --data-dir "$work/d$i" --node-id "$i" --raft-addr "127.0.0.1:${raft[$i]}"
-		--grpc-addr "127.0.0.1:${grpc[$i]}" --http-addr "127.0.0.1:${http[$i]}" --kafka-addr "127.0.0.1:${kafka[$i]}" --log-level warn)
+		--grpc-addr "127.0.0.1:${grpc[$i]}" --http-addr "127.0.0.1:${http[$i]}" --kafka-addr "127.0.0.1:${kafka[$i]}" --wire-addr "" --log-level warn)
 	if [ "$NODES" -gt 1 ]; then args+=(--peers "$peers"); fi
 	if [ -n "$SECURE" ]; then
 		args+=(--auth --superusers admin --bootstrap-user admin --bootstrap-password-file "$work/pw")

@@ -41,7 +41,7 @@ func startServe(t *testing.T) string {
 	addr := testcluster.FreeAddr(t)
 	var out bytes.Buffer
 	cmd := exec.Command(exe, "serve", "--data-dir", t.TempDir(), "--grpc-addr", addr,
-		"--http-addr", testcluster.FreeAddr(t), "--raft-addr", testcluster.FreeAddr(t), "--kafka-addr", testcluster.FreeAddr(t), "--log-level", "warn")
+		"--http-addr", testcluster.FreeAddr(t), "--raft-addr", testcluster.FreeAddr(t), "--kafka-addr", testcluster.FreeAddr(t), "--wire-addr", testcluster.FreeAddr(t), "--log-level", "warn")
 	cmd.Env = append(os.Environ(), serveEnv+"=1")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -27,7 +27,7 @@ func startServeHTTP(t *testing.T) (grpcAddr, httpAddr string) {
 	grpcAddr, httpAddr = testcluster.FreeAddr(t), testcluster.FreeAddr(t)
 	var out bytes.Buffer
 	cmd := exec.Command(exe, "serve", "--data-dir", t.TempDir(), "--grpc-addr", grpcAddr,
-		"--http-addr", httpAddr, "--raft-addr", testcluster.FreeAddr(t), "--kafka-addr", testcluster.FreeAddr(t), "--log-level", "warn")
+		"--http-addr", httpAddr, "--raft-addr", testcluster.FreeAddr(t), "--kafka-addr", testcluster.FreeAddr(t), "--wire-addr", testcluster.FreeAddr(t), "--log-level", "warn")
 	cmd.Env = append(os.Environ(), serveEnv+"=1")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

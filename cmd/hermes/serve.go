@@ -77,6 +77,8 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address: REST (/v1), GraphQL (/graphql), /metrics, /healthz, /readyz")
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (\"\": no Kafka listener)")
 	f.StringVar(&cfg.AdvertiseKafkaAddr, "advertise-kafka-addr", "", "Kafka address clients are told to connect to for this node (default: the --kafka-addr listener; set it when listening on 0.0.0.0)")
+	f.StringVar(&cfg.WireAddr, "wire-addr", "127.0.0.1:7070", "hermes-wire (the low-latency binary protocol) listen address (\"\": no hermes-wire listener)")
+	f.BoolVar(&cfg.WireSpin, "wire-spin", false, "hermes-wire connections busy-poll their sockets: lower latency, a CPU core per busy connection (for machines with cores to spare)")
 	f.BoolVar(&cfg.KafkaAutoCreateTopics, "kafka-auto-create-topics", false, "let Kafka clients create a topic by asking for its metadata (Kafka's auto.create.topics.enable)")
 	f.Uint64Var(&cc.NodeID, "node-id", 1, "this node's id in its cluster (a single node is a cluster of one); a data directory belongs to the id it was first started with")
 	f.StringVar(&cc.RaftAddr, "raft-addr", "127.0.0.1:50052", "listen address for other nodes (Raft and the internal service); a single node listens too, so that nodes can join it (default: this node's address in --peers, if given)")
@@ -156,8 +158,12 @@ func serve(cfg server.Config, shutdownTimeout time.Duration) error {
 	if kafkaAddr == "" {
 		kafkaAddr = "off"
 	}
-	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    %s://%s (REST /v1, GraphQL /graphql, /metrics /healthz /readyz)\n  Kafka:   %s\n  nodes:   %s (node %d)\n  data:    %s\n",
-		version, s.GRPCAddr(), scheme, s.HTTPAddr(), kafkaAddr, s.RaftAddr(), s.Broker().NodeID(), cfg.Broker.DataDir)
+	wireAddr := s.WireAddr()
+	if wireAddr == "" {
+		wireAddr = "off"
+	}
+	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    %s://%s (REST /v1, GraphQL /graphql, /metrics /healthz /readyz)\n  Kafka:   %s\n  wire:    %s (hermes-wire)\n  nodes:   %s (node %d)\n  data:    %s\n",
+		version, s.GRPCAddr(), scheme, s.HTTPAddr(), kafkaAddr, wireAddr, s.RaftAddr(), s.Broker().NodeID(), cfg.Broker.DataDir)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	var serveErr error

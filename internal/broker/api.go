@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"time"
+
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // API is the broker as the protocol adapters see it (gRPC, REST, GraphQL,
@@ -94,6 +96,14 @@ type API interface {
 	// may block for a bounded time while the partition's queue is full:
 	// that is the back pressure a publisher's stream feels.
 	PublishAsync(ctx context.Context, req *PublishRequest, done func(*PublishResult, error))
+	// PublishLive publishes performance records to one partition without
+	// Publish's allocations, and hands them at once, on the caller's
+	// goroutine and with origin, to the LiveSink of each live
+	// subscription of the partition (SubscribeOptions.Live): the
+	// low-latency path. With AnyPartition it takes one record. It returns
+	// the partition and the ring offset of the first record. Errors:
+	// those of Publish.
+	PublishLive(ctx context.Context, topic string, partition int32, recs []record.Record, origin any) (int32, int64, error)
 	// Fetch returns committed records of one partition from req.Offset,
 	// waiting up to req.MaxWait for some: whole batches, the first of
 	// which may start below the offset. Errors: ErrTopicNotFound,

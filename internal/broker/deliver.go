@@ -83,6 +83,10 @@ func (s *localSub) pollPartition(pid int32, maxRecords, maxBytes int) (*Delivery
 
 // pollRing returns live performance records of p from the ring, or nil.
 func (s *localSub) pollRing(p *partition, from int64, max int) *Delivery {
+	if s.opts.Live != nil {
+		s.liveCatchUp(p)
+		return nil
+	}
 	recs, next, missed := p.ring.Read(from, max, nil)
 	if len(recs) == 0 && missed == 0 {
 		return nil

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hermes-mq/hermes/internal/cluster"
 	"github.com/hermes-mq/hermes/internal/memring"
 	"github.com/hermes-mq/hermes/internal/replication"
@@ -25,6 +27,9 @@ type partition struct {
 	id    int32
 	ring  *memring.Ring
 	label string // topic name, for metrics
+	// The performance records and bytes published here (the labelled
+	// series, looked up once).
+	perfRecords, perfBytes prometheus.Counter
 
 	// rep is the partition's Raft replica on this node, or nil for a
 	// partition this node does not hold (remote): then replicas says
@@ -53,6 +58,7 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 	p := &partition{b: b, t: t, id: id, label: t.name, replicas: replicas,
 		ring: memring.New(memring.Options{MaxRecords: b.cfg.RingRecords, MaxBytes: b.cfg.RingBytes})}
 	p.tail.max = b.cfg.TailCacheBytes
+	p.lookupMetrics()
 	group := cluster.GroupName(t.name, t.id, id)
 	rep, err := replication.Open(replication.Config{
 		Group: group, NodeID: b.cfg.Cluster.NodeID, Peers: peers, TickInterval: b.cfg.Cluster.TickInterval,
@@ -82,6 +88,7 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 // hold: it knows the replicas, for relays.
 func remotePartition(b *Broker, t *topic, id int32, replicas []uint64) *partition {
 	p := &partition{b: b, t: t, id: id, label: t.name, replicas: replicas, remote: true}
+	p.lookupMetrics()
 	p.ring = memring.New(memring.Options{MaxRecords: 1, MaxBytes: 1})
 	p.mirror = &mirror{p: p, stop: make(chan struct{})}
 	p.mirror.tail.max = b.cfg.TailCacheBytes
@@ -258,4 +265,10 @@ func (p *partition) offsets() (start, hw int64) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return p.start, p.hw
+}
+
+// lookupMetrics looks up p's labelled metric series.
+func (p *partition) lookupMetrics() {
+	p.perfRecords = p.b.m.publishedRecords.WithLabelValues(p.label, ModePerformance.String())
+	p.perfBytes = p.b.m.publishedBytes.WithLabelValues(p.label, ModePerformance.String())
 }

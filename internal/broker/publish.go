@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
@@ -154,7 +152,7 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 			done(nil, errorf(ErrCorruptBatch, "%v", err))
 			return
 		}
-		first := b.appendRing(p, recs, len(batch))
+		first := b.appendRing(p, recs, len(batch), nil)
 		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: first, Count: n}, nil)
 		return
 	}
@@ -218,7 +216,7 @@ func recordSize(r *record.Record) int {
 func fillRecords(recs []record.Record, now int64) {
 	for i := range recs {
 		if recs[i].MessageID.IsZero() {
-			recs[i].MessageID = record.MessageID(uuid.Must(uuid.NewV7()))
+			recs[i].MessageID = newMessageID()
 		}
 		if recs[i].Timestamp == 0 {
 			recs[i].Timestamp = now
@@ -301,17 +299,23 @@ func (b *Broker) relay(p *partition, batch []byte, mode Mode, forwarded bool, no
 	b.forwardPublish(p, batch, mode, notHere, wait, done)
 }
 
-// appendRing stores performance records in the partition's ring and wakes
-// live subscribers.
-func (b *Broker) appendRing(p *partition, recs []record.Record, size int) int64 {
+// appendRing stores performance records in the partition's ring, offers
+// them to its live subscriptions (with origin, see LiveSink) and wakes
+// the others.
+func (b *Broker) appendRing(p *partition, recs []record.Record, size int, origin any) int64 {
 	before := p.ring.Evicted()
 	first := p.ring.Append(recs)
 	if ev := p.ring.Evicted() - before; ev > 0 {
 		b.m.ringEvicted.WithLabelValues(p.label).Add(float64(ev))
 	}
-	b.m.publishedRecords.WithLabelValues(p.label, ModePerformance.String()).Add(float64(len(recs)))
-	b.m.publishedBytes.WithLabelValues(p.label, ModePerformance.String()).Add(float64(size))
-	p.t.broadcast()
+	p.perfRecords.Add(float64(len(recs)))
+	p.perfBytes.Add(float64(size))
+	for _, s := range p.t.liveSubs() {
+		s.offerLive(origin, p, first, recs)
+	}
+	if p.t.perfPollers.Load() > 0 {
+		p.t.broadcast()
+	}
 	return first
 }
 
@@ -391,7 +395,7 @@ func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode
 		for i := range recs {
 			size += recordSize(&recs[i])
 		}
-		ack(b.appendRing(p, recs, size))
+		ack(b.appendRing(p, recs, size, nil))
 		agg.finish(nil)
 		return
 	}

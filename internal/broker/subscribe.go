@@ -62,6 +62,12 @@ type SubscribeOptions struct {
 	IncludePerformance bool
 	// Packed delivers durable records as whole batches where possible.
 	Packed bool
+	// Live, with IncludePerformance, receives the performance records
+	// as they are published, on the publisher's goroutine, instead of
+	// through Next (live.go). Only a subscription this node serves uses
+	// it; one relayed to another node's coordinator delivers them
+	// through Next.
+	Live LiveSink
 }
 
 // DeliveredRecord is a record as delivered, with where it comes from.
@@ -238,6 +244,9 @@ type localSub struct {
 	// delivery of each partition: committed at its next Next.
 	sent map[int32]int64
 	wake chan struct{}
+	// liveBuf is reused by liveCatchUp.
+	liveBuf   []record.Record
+	closeOnce sync.Once
 }
 
 // Subscribe opens a subscription. With a group, the caller becomes a
@@ -294,6 +303,7 @@ func (b *Broker) subscribeHere(principal Principal, opts SubscribeOptions) (*loc
 		b.unregister(s)
 		return nil, err
 	}
+	t.addLive(s)
 	return s, nil
 }
 
@@ -329,6 +339,9 @@ func validateSubscribe(t *topic, o *SubscribeOptions) error {
 		}
 	} else if o.AckMode != AckManual {
 		return errorf(ErrInvalidArgument, "ack modes other than manual need a group")
+	}
+	if o.Live != nil && !o.IncludePerformance {
+		return errorf(ErrInvalidArgument, "a live sink receives performance records: it needs IncludePerformance")
 	}
 	seen := make(map[int32]bool)
 	for _, p := range o.Partitions {
@@ -436,6 +449,7 @@ func (s *localSub) Close() {
 		s.b.groups.leave(s)
 	}
 	s.b.unregister(s)
+	s.closeOnce.Do(func() { s.t.removeLive(s) })
 }
 
 func (s *localSub) Heartbeat() error {

@@ -25,7 +25,15 @@ type topic struct {
 
 	notifyMu sync.Mutex
 	notifyCh chan struct{} // closed and replaced whenever any partition advances
-	deleted  chan struct{} // closed when the topic is deleted
+	// notifyTaken: changed returned notifyCh since it was made.
+	notifyTaken bool
+	deleted     chan struct{} // closed when the topic is deleted
+
+	// The subscriptions of performance records (live.go): live ones,
+	// copy on write under liveMu, and how many others poll the ring.
+	liveMu      sync.Mutex
+	live        atomic.Pointer[[]*localSub]
+	perfPollers atomic.Int32
 
 	// state is guarded by Broker.mu. Only active topics are visible to
 	// lookups; the others hold their name while their files are created or
@@ -71,13 +79,18 @@ func (t *topic) dirName() string { return cluster.DirName(t.name, t.id) }
 func (t *topic) changed() <-chan struct{} {
 	t.notifyMu.Lock()
 	defer t.notifyMu.Unlock()
+	t.notifyTaken = true
 	return t.notifyCh
 }
 
+// broadcast closes the channel changed returned, if anyone took it.
 func (t *topic) broadcast() {
 	t.notifyMu.Lock()
-	close(t.notifyCh)
-	t.notifyCh = make(chan struct{})
+	if t.notifyTaken {
+		close(t.notifyCh)
+		t.notifyCh = make(chan struct{})
+		t.notifyTaken = false
+	}
 	t.notifyMu.Unlock()
 }
 

@@ -13,16 +13,17 @@ func size(rec *record.Record) int64 {
 }
 
 // clone returns a deep copy of rec whose key, header values and payload
-// live in one new allocation (header keys are strings, already immutable).
+// live in one slice from alloc (header keys are strings, already
+// immutable).
 // Each sub-slice is capped at its length, so an append by a reader cannot
 // write into its neighbour. nil slices stay nil and empty ones empty.
-func clone(rec *record.Record) record.Record {
+func clone(rec *record.Record, alloc func(n int) []byte) record.Record {
 	out := *rec
 	n := len(rec.Key) + len(rec.Payload)
 	for _, h := range rec.Headers {
 		n += len(h.Value)
 	}
-	buf := make([]byte, 0, n)
+	buf := alloc(n)
 	take := func(b []byte) []byte {
 		if b == nil {
 			return nil

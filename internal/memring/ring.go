@@ -7,7 +7,8 @@
 // counted, never silent.
 //
 // Memory ownership: Append copies each record's key, header values and
-// payload into one allocation of its own, which is never written again.
+// payload into memory of the ring's (small records share 64 KiB chunks, so
+// appending costs no allocation per record), which is never written again.
 // Eviction only drops the ring's reference to it, so records returned by
 // Read stay valid and unchanged for as long as a reader holds them, no
 // matter what is appended later. Readers share that memory with each other
@@ -41,8 +42,8 @@ type Options struct {
 }
 
 // Ring is a bounded FIFO of records with dense offsets. It is safe for
-// concurrent use: one mutex guards it, held for O(records) per call and
-// never while copying payload bytes on Append.
+// concurrent use: one mutex guards it, held for O(records) per call (and,
+// on Append, while copying the appended records' bytes).
 type Ring struct {
 	opts Options
 
@@ -62,7 +63,19 @@ type Ring struct {
 	// wake is closed by the next Append that adds records; nil until a
 	// Wait asks for it.
 	wake chan struct{}
+	// chunk is the memory small records are copied into: its bytes up to
+	// len are taken (and never written again), the rest is free.
+	chunk []byte
 }
+
+// Records of at most maxChunkRecord bytes (key, header values, payload)
+// are copied into shared chunks of chunkBytes; larger ones get an
+// allocation of their own. A chunk lives as long as any record in it
+// (retained, or held by a reader).
+const (
+	chunkBytes     = 64 << 10
+	maxChunkRecord = 4 << 10
+)
 
 // New returns an empty ring bounded by opts.
 func New(opts Options) *Ring {
@@ -82,22 +95,35 @@ func New(opts Options) *Ring {
 // may include some of recs if recs alone exceed a bound; evictions are
 // counted in Evicted. Waiters (Wait) are woken if recs is not empty.
 func (r *Ring) Append(recs []record.Record) (first int64) {
-	copies := make([]record.Record, len(recs))
-	for i := range recs {
-		copies[i] = clone(&recs[i])
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	first = r.start + int64(r.n)
-	for i := range copies {
-		copies[i].Offset = first + int64(i)
-		r.push(copies[i])
+	for i := range recs {
+		c := clone(&recs[i], r.alloc)
+		c.Offset = first + int64(i)
+		r.push(c)
 	}
 	if len(recs) > 0 && r.wake != nil {
 		close(r.wake)
 		r.wake = nil
 	}
 	return first
+}
+
+// alloc returns an empty slice with room for n bytes that no one else
+// will write: from the current chunk when n is small (so small records
+// cost no allocation of their own), else a new allocation. Lock must be
+// held.
+func (r *Ring) alloc(n int) []byte {
+	if n > maxChunkRecord {
+		return make([]byte, 0, n)
+	}
+	if cap(r.chunk)-len(r.chunk) < n {
+		r.chunk = make([]byte, 0, chunkBytes)
+	}
+	at := len(r.chunk)
+	r.chunk = r.chunk[:at+n]
+	return r.chunk[at : at : at+n]
 }
 
 // push appends rec and evicts to restore the bounds. Lock must be held.

@@ -24,6 +24,7 @@ import (
 
 	grpcapi "github.com/hermes-mq/hermes/internal/api/grpc"
 	"github.com/hermes-mq/hermes/internal/api/kafka"
+	"github.com/hermes-mq/hermes/internal/api/wire"
 	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/bufpool"
 	"github.com/hermes-mq/hermes/internal/replication"
@@ -52,6 +53,10 @@ type Config struct {
 	// KafkaAutoCreateTopics lets Kafka clients create topics by asking
 	// for their metadata (Kafka's auto.create.topics.enable).
 	KafkaAutoCreateTopics bool
+	// WireAddr is the hermes-wire listen address ("": none); WireSpin
+	// makes its connections busy-poll their sockets (wire.Config.Spin).
+	WireAddr string
+	WireSpin bool
 	// TLS is the certificate of the client listeners (gRPC and HTTP);
 	// with its CA, clients may authenticate with certificates it signed.
 	// Not enabled: plaintext.
@@ -87,6 +92,8 @@ type Server struct {
 	httpLis  net.Listener
 	kafkaLis net.Listener
 	kafka    *kafka.Server
+	wireLis  net.Listener
+	wire     *wire.Server
 	serveErr chan error
 }
 
@@ -106,7 +113,7 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Broker.Registerer = reg
 	cfg.Broker.Logger = cfg.Logger
 	started := time.Now()
-	s := &Server{cfg: cfg, log: cfg.Logger, serveErr: make(chan error, 2)}
+	s := &Server{cfg: cfg, log: cfg.Logger, serveErr: make(chan error, 4)}
 	if err := cfg.checkExposure(); err != nil {
 		return nil, err
 	}
@@ -142,9 +149,14 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.KafkaAddr != "" {
 		if s.kafkaLis, err = net.Listen("tcp", cfg.KafkaAddr); err != nil {
-			s.grpcLis.Close()
-			s.httpLis.Close()
+			s.closeListeners()
 			return nil, fmt.Errorf("listen Kafka on %s: %w", cfg.KafkaAddr, err)
+		}
+	}
+	if cfg.WireAddr != "" {
+		if s.wireLis, err = net.Listen("tcp", cfg.WireAddr); err != nil {
+			s.closeListeners()
+			return nil, fmt.Errorf("listen hermes-wire on %s: %w", cfg.WireAddr, err)
 		}
 	}
 	c := &cfg.Broker.Cluster // advertise what clients can reach
@@ -163,11 +175,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	b, err := broker.Open(cfg.Broker)
 	if err != nil {
-		s.grpcLis.Close()
-		s.httpLis.Close()
-		if s.kafkaLis != nil {
-			s.kafkaLis.Close()
-		}
+		s.closeListeners()
 		return nil, err
 	}
 	s.broker = b
@@ -205,9 +213,17 @@ func Start(cfg Config) (*Server, error) {
 			}
 		}()
 	}
+	if s.wireLis != nil {
+		s.wire = wire.New(b, wire.Config{TLS: clientTLS, Spin: cfg.WireSpin, ServerName: "hermes " + cfg.Version, Logger: cfg.Logger})
+		go func() {
+			if err := s.wire.Serve(s.wireLis); err != nil {
+				s.serveErr <- err
+			}
+		}()
+	}
 	topics, _ := b.Topics(context.Background())
 	s.log.Info("hermes started", "node", b.NodeID(), "version", cfg.Version,
-		"grpc", s.grpcLis.Addr().String(), "http", s.httpLis.Addr().String(), "kafka", s.KafkaAddr(),
+		"grpc", s.grpcLis.Addr().String(), "http", s.httpLis.Addr().String(), "kafka", s.KafkaAddr(), "wire", s.WireAddr(),
 		"tls", cfg.TLS.Enabled(), "node_tls", cfg.NodeTLS.Enabled(),
 		"data_dir", cfg.Broker.DataDir, "topics", len(topics), "startup", time.Since(started))
 	return s, nil
@@ -219,7 +235,7 @@ func Start(cfg Config) (*Server, error) {
 // TLS, unless AllowInsecure (then it warns).
 func (cfg *Config) checkExposure() error {
 	var open []string
-	for _, l := range []struct{ name, addr string }{{"--grpc-addr", cfg.GRPCAddr}, {"--http-addr", cfg.HTTPAddr}, {"--kafka-addr", cfg.KafkaAddr}} {
+	for _, l := range []struct{ name, addr string }{{"--grpc-addr", cfg.GRPCAddr}, {"--http-addr", cfg.HTTPAddr}, {"--kafka-addr", cfg.KafkaAddr}, {"--wire-addr", cfg.WireAddr}} {
 		if l.addr != "" && !loopback(l.addr) {
 			if !cfg.Broker.Auth.Required {
 				open = append(open, fmt.Sprintf("%s %s: clients are not authenticated (--auth)", l.name, l.addr))
@@ -299,6 +315,23 @@ func (s *Server) KafkaAddr() string {
 	return s.kafkaLis.Addr().String()
 }
 
+// WireAddr is the bound hermes-wire listener address ("" without one).
+func (s *Server) WireAddr() string {
+	if s.wireLis == nil {
+		return ""
+	}
+	return s.wireLis.Addr().String()
+}
+
+// closeListeners closes the listeners opened so far (Start failed).
+func (s *Server) closeListeners() {
+	for _, l := range []net.Listener{s.grpcLis, s.httpLis, s.kafkaLis, s.wireLis} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
 // RaftAddr is the address other nodes reach this node at.
 func (s *Server) RaftAddr() string { return s.broker.RaftAddr() }
 
@@ -327,6 +360,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.http.Shutdown(ctx)
 	if s.kafka != nil {
 		s.kafka.Close()
+	}
+	if s.wire != nil {
+		s.wire.Close()
 	}
 	err := s.broker.Close()
 	s.log.Info("hermes stopped")

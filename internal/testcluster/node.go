@@ -137,9 +137,11 @@ type Node struct {
 	HTTPAddr string
 	// KafkaAddr is the node's Kafka listener.
 	KafkaAddr string
-	RaftAddr  string   // where other nodes reach it
-	Args      []string // extra serve flags
-	logPath   string
+	// WireAddr is the node's hermes-wire listener.
+	WireAddr string
+	RaftAddr string   // where other nodes reach it
+	Args     []string // extra serve flags
+	logPath  string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -176,7 +178,7 @@ func newNode(t testing.TB, args ...string) *Node {
 	args = withNodeTLS(t, args)
 	n := &Node{
 		t: t, bin: Binary(t), DataDir: filepath.Join(t.TempDir(), "data"),
-		GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), KafkaAddr: FreeAddr(t), Args: args,
+		GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), KafkaAddr: FreeAddr(t), WireAddr: FreeAddr(t), Args: args,
 	}
 	n.logPath = filepath.Join(t.TempDir(), "hermes.log")
 	t.Cleanup(func() {
@@ -253,7 +255,7 @@ func (n *Node) Start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	args := append([]string{"serve", "--data-dir", n.DataDir, "--grpc-addr", n.GRPCAddr, "--http-addr", n.HTTPAddr, "--kafka-addr", n.KafkaAddr}, n.Args...)
+	args := append([]string{"serve", "--data-dir", n.DataDir, "--grpc-addr", n.GRPCAddr, "--http-addr", n.HTTPAddr, "--kafka-addr", n.KafkaAddr, "--wire-addr", n.WireAddr}, n.Args...)
 	cmd := exec.Command(n.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -103,7 +103,7 @@ func (b *broker) start() {
 	b.t.Helper()
 	b.out = &syncBuffer{}
 	b.cmd = exec.Command(hermesBinary(b.t), "serve", "--data-dir", b.dataDir,
-		"--grpc-addr", b.addr, "--http-addr", b.http, "--raft-addr", b.raft, "--log-level", "warn")
+		"--grpc-addr", b.addr, "--http-addr", b.http, "--raft-addr", b.raft, "--kafka-addr", "", "--wire-addr", "", "--log-level", "warn")
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)

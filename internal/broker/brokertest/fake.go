@@ -305,6 +305,22 @@ func (f *Fake) PublishAsync(ctx context.Context, req *broker.PublishRequest, don
 	done(res, err)
 }
 
+// PublishLive publishes copies of recs as Publish does in
+// ModePerformance; the fake has no live sinks (its subscriptions deliver
+// every record through Next).
+func (f *Fake) PublishLive(ctx context.Context, topic string, partition int32, recs []record.Record, origin any) (int32, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(ctx, "PublishLive"); err != nil {
+		return 0, 0, err
+	}
+	res, err := f.publishLocked(&broker.PublishRequest{Topic: topic, Partition: partition, Mode: broker.ModePerformance, Records: slices.Clone(recs)})
+	if err != nil {
+		return 0, 0, err
+	}
+	return res.Acks[0].Partition, res.Acks[0].Offset, nil
+}
+
 // publishLocked appends the records (keyless ones to partition 0 unless
 // one is named). Lock: f.mu held.
 func (f *Fake) publishLocked(req *broker.PublishRequest) (*broker.PublishResult, error) {

@@ -1,0 +1,164 @@
+package wire
+
+import (
+	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/pkg/record"
+	"github.com/hermes-mq/hermes/pkg/wire"
+)
+
+// publish handles a PUBLISH: performance records through the live path,
+// on this goroutine; everything else through PublishAsync, answered when
+// acknowledged.
+func (c *conn) publish(h wire.Header, d *wire.Decoder) error {
+	topicID := d.U32("topic id")
+	partition := d.I32("partition")
+	mode := d.U8("mode")
+	format := d.U8("format")
+	d.Zero(2, "reserved")
+	var batch []byte
+	recs := c.recs[:0]
+	switch format {
+	case wire.FormatRecords:
+		n := d.U32("record count")
+		if n > wire.MaxRecords {
+			d.Fail("%d records; at most %d", n, wire.MaxRecords)
+		}
+		for i := 0; i < int(n) && d.Err() == nil; i++ {
+			recs = append(recs, record.Record{})
+			d.Record(&recs[i])
+		}
+	case wire.FormatBatch:
+		batch = d.Rest()
+	default:
+		d.Fail("unknown format %d", format)
+	}
+	c.recs = recs
+	defer clear(recs) // drop the references into the read buffer
+	if err := d.End(); err != nil {
+		return err
+	}
+	name, ok := c.topic(h.Corr, topicID)
+	if !ok {
+		return nil
+	}
+	if mode > wire.ModePerformance {
+		c.answerError(h.Corr, broker.Errorf(broker.ErrInvalidArgument, "unknown delivery mode %d", mode))
+		return nil
+	}
+	if mode == wire.ModePerformance && batch == nil && (partition != broker.AnyPartition || len(recs) == 1) {
+		pid, first, err := c.s.api.PublishLive(c.ctx, name, partition, recs, c)
+		if err != nil {
+			c.answerError(h.Corr, err)
+			return nil
+		}
+		c.out = appendAck(c.out[:0], h.Corr, pid, wire.ModePerformance, first, len(recs))
+		c.queue(c.out)
+		c.markDirty(c)
+		return nil
+	}
+	req := &broker.PublishRequest{Topic: name, Partition: partition, Mode: broker.Mode(mode)}
+	if batch != nil {
+		req.Batch = append([]byte(nil), batch...)
+	} else {
+		req.Records = cloneRecords(recs)
+	}
+	select {
+	case c.inflight <- struct{}{}:
+	default:
+		// MaxInFlight unanswered: answer what is ready, then wait.
+		c.flushDirty()
+		select {
+		case c.inflight <- struct{}{}:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+	corr := h.Corr
+	c.s.api.PublishAsync(c.ctx, req, func(res *broker.PublishResult, err error) {
+		<-c.inflight
+		c.publishDone(corr, res, err)
+	})
+	return nil
+}
+
+// publishDone answers a PUBLISH from the goroutine that acknowledged it.
+func (c *conn) publishDone(corr uint64, res *broker.PublishResult, err error) {
+	if err != nil {
+		c.queueError(corr, toWire(err, false))
+		c.kick()
+		return
+	}
+	var tmp [64]byte
+	var b []byte
+	switch {
+	case res.Acks == nil:
+		b = appendAck(tmp[:0], corr, res.Partition, uint8(res.Mode), res.BaseOffset, res.Count)
+	case onePartition(res.Acks):
+		b = appendAck(tmp[:0], corr, res.Acks[0].Partition, uint8(res.Mode), res.Acks[0].Offset, len(res.Acks))
+	default:
+		b, at := wire.BeginFrame(make([]byte, 0, wire.HeaderSize+20+12*len(res.Acks)), wire.FramePublishAck, 0, corr)
+		b = wire.AppendU32(b, 0xffffffff) // partition −1: several
+		b = append(b, uint8(res.Mode), 0, 0, 0)
+		b = wire.AppendU64(b, 0)
+		b = wire.AppendU32(b, uint32(len(res.Acks)))
+		for _, a := range res.Acks {
+			b = wire.AppendU32(b, uint32(a.Partition))
+			b = wire.AppendU64(b, uint64(a.Offset))
+		}
+		c.queue(wire.FinishFrame(b, at))
+		c.kick()
+		return
+	}
+	c.queue(b)
+	c.kick()
+}
+
+func onePartition(acks []broker.RecordAck) bool {
+	for _, a := range acks[1:] {
+		if a.Partition != acks[0].Partition {
+			return false
+		}
+	}
+	return true
+}
+
+// appendAck appends a PUBLISH_ACK of records of one partition.
+func appendAck(b []byte, corr uint64, partition int32, mode uint8, base int64, count int) []byte {
+	b, at := wire.BeginFrame(b, wire.FramePublishAck, 0, corr)
+	b = wire.AppendU32(b, uint32(partition))
+	b = append(b, mode, 0, 0, 0)
+	b = wire.AppendU64(b, uint64(base))
+	b = wire.AppendU32(b, uint32(count))
+	return wire.FinishFrame(b, at)
+}
+
+// cloneRecords copies records that alias the read buffer into memory of
+// their own (one allocation for all their bytes).
+func cloneRecords(recs []record.Record) []record.Record {
+	n := 0
+	for i := range recs {
+		n += len(recs[i].Key) + len(recs[i].Payload)
+		for _, h := range recs[i].Headers {
+			n += len(h.Value)
+		}
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		at := len(buf)
+		buf = append(buf, b...)
+		return buf[at:len(buf):len(buf)]
+	}
+	out := make([]record.Record, len(recs))
+	for i := range recs {
+		out[i] = recs[i]
+		out[i].Key = take(recs[i].Key)
+		out[i].Payload = take(recs[i].Payload)
+		for j := range out[i].Headers { // the header slice is the decoder's own
+			out[i].Headers[j].Value = take(out[i].Headers[j].Value)
+		}
+	}
+	return out
+}

@@ -1,0 +1,512 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hermes-mq/hermes/pkg/record"
+)
+
+// Options configure a Client.
+type Options struct {
+	// ClientName names the client in the node's logs.
+	ClientName string
+	// User and Password, or Token, authenticate the connection (or the
+	// certificate of TLS, when it has one).
+	User, Password string
+	Token          string
+	// TLS, when set, connects with TLS.
+	TLS *tls.Config
+	// DialTimeout bounds connecting and the handshake (default 10 s).
+	DialTimeout time.Duration
+}
+
+// ErrClosed is returned by calls on a closed Client.
+var ErrClosed = errors.New("hermes-wire: connection closed")
+
+// Client is one hermes-wire connection. It is safe for concurrent use:
+// requests are pipelined, and answers matched to them by correlation id.
+type Client struct {
+	nc net.Conn
+	// NodeID, Principal and Server are what the handshake said.
+	NodeID    uint64
+	Principal string
+	Server    string
+	maxFrame  int
+
+	corr     atomic.Uint64
+	inflight chan struct{}
+
+	// Writing: callers append frames to wbuf; one of them at a time
+	// (writing) writes what has gathered, so concurrent publishes share
+	// system calls.
+	wmu     sync.Mutex
+	wbuf    []byte
+	writing bool
+	wcond   *sync.Cond // writing ended
+
+	mu      sync.Mutex
+	pending map[uint64]func(Header, []byte, error)
+	subs    map[uint32]*Subscription
+	topics  map[string]Topic
+	nextSub uint32
+	err     error // why the connection ended
+	done    chan struct{}
+}
+
+// Topic is an opened topic.
+type Topic struct {
+	ID          uint32
+	Name        string
+	Partitions  int
+	DefaultMode uint8
+}
+
+// Ack is a PUBLISH_ACK: records of Partition got BaseOffset,
+// BaseOffset+1, ...; with records of several partitions, Partition is -1
+// and Places says where each went.
+type Ack struct {
+	Partition  int32
+	Mode       uint8
+	BaseOffset int64
+	Count      int
+	Places     []Place
+}
+
+// Place is where one record went.
+type Place struct {
+	Partition int32
+	Offset    int64
+}
+
+// Dial connects to a node's hermes-wire listener and performs the
+// handshake.
+func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if o.TLS != nil {
+		cfg := o.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
+	c := &Client{nc: nc, inflight: make(chan struct{}, MaxInFlight), pending: map[uint64]func(Header, []byte, error){},
+		subs: map[uint32]*Subscription{}, topics: map[string]Topic{}, done: make(chan struct{})}
+	c.wcond = sync.NewCond(&c.wmu)
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	if err := c.hello(br, o); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	go c.readLoop(br)
+	return c, nil
+}
+
+func (c *Client) hello(br *bufio.Reader, o Options) error {
+	b, at := BeginFrame(nil, FrameHello, 0, 0)
+	b = append(b, Magic[:]...)
+	b = AppendU16(b, Version)
+	b = AppendU16(b, Version)
+	b = AppendU32(b, 0)
+	b = AppendStr(b, o.ClientName)
+	switch {
+	case o.Token != "":
+		b = append(b, AuthToken)
+		b = AppendStr(b, o.Token)
+	case o.User != "":
+		b = append(b, AuthPassword)
+		b = AppendStr(b, o.User)
+		b = AppendStr(b, o.Password)
+	default:
+		b = append(b, AuthNone)
+	}
+	if _, err := c.nc.Write(FinishFrame(b, at)); err != nil {
+		return err
+	}
+	h, body, err := readFrame(br, MaxFrame)
+	if err != nil {
+		return fmt.Errorf("hermes-wire handshake: %w", err)
+	}
+	d := NewDecoder(body)
+	switch h.Type {
+	case FrameError:
+		e := d.ErrorBody()
+		e.Fatal = h.Flags&FlagFatal != 0
+		return e
+	case FrameHelloOK:
+	default:
+		return fmt.Errorf("hermes-wire handshake: answered with frame type %#02x", h.Type)
+	}
+	if v := d.U16("version"); v != Version && d.Err() == nil {
+		return fmt.Errorf("hermes-wire handshake: the server chose version %d", v)
+	}
+	d.Zero(2, "reserved")
+	d.U32("capabilities")
+	c.NodeID = d.U64("node id")
+	c.maxFrame = int(d.U32("max frame"))
+	if n := int(d.U32("max in flight")); n > 0 && n < MaxInFlight {
+		c.inflight = make(chan struct{}, n)
+	}
+	c.Principal = string(d.Str(1<<16-1, "principal"))
+	c.Server = string(d.Str(1<<16-1, "server"))
+	return d.End()
+}
+
+// readFrame reads one frame of at most max bytes.
+func readFrame(br *bufio.Reader, max int) (Header, []byte, error) {
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(br, hb[:]); err != nil {
+		return Header{}, nil, err
+	}
+	h, err := ParseHeader(hb[:])
+	if err != nil {
+		return h, nil, err
+	}
+	if int(h.Length)+4 > max {
+		return h, nil, fmt.Errorf("%w: frame of %d bytes; at most %d", errMalformed, h.Length+4, max)
+	}
+	body := make([]byte, h.BodyLen())
+	if _, err := io.ReadFull(br, body); err != nil {
+		return h, nil, err
+	}
+	return h, body, nil
+}
+
+// readLoop reads frames until the connection ends.
+func (c *Client) readLoop(br *bufio.Reader) {
+	var err error
+	for {
+		var h Header
+		var body []byte
+		if h, body, err = readFrame(br, c.maxFrame+HeaderSize); err != nil {
+			break
+		}
+		if err = c.handle(h, body); err != nil {
+			break
+		}
+	}
+	c.fail(err)
+}
+
+// fail ends the connection with err and fails what waits on it.
+func (c *Client) fail(err error) {
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		err = ErrClosed
+	}
+	c.nc.Close()
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	pending := c.pending
+	subs := c.subs
+	c.pending, c.subs = map[uint64]func(Header, []byte, error){}, map[uint32]*Subscription{}
+	c.mu.Unlock()
+	close(c.done)
+	for _, fn := range pending {
+		fn(Header{}, nil, err)
+	}
+	for _, s := range subs {
+		s.end(err)
+	}
+}
+
+func (c *Client) handle(h Header, body []byte) error {
+	switch h.Type {
+	case FrameDeliver, FrameAssignment, FrameSubEnd:
+		d := NewDecoder(body)
+		id := d.U32("sub id")
+		c.mu.Lock()
+		s := c.subs[id]
+		if h.Type == FrameSubEnd {
+			delete(c.subs, id)
+		}
+		c.mu.Unlock()
+		if s == nil {
+			return nil // unsubscribed meanwhile
+		}
+		return s.push(h.Type, &d)
+	}
+	c.mu.Lock()
+	fn := c.pending[h.Corr]
+	delete(c.pending, h.Corr)
+	c.mu.Unlock()
+	if h.Type == FrameError && h.Flags&FlagFatal != 0 {
+		d := NewDecoder(body)
+		e := d.ErrorBody()
+		e.Fatal = true
+		if fn != nil {
+			fn(h, nil, e)
+		}
+		return e
+	}
+	if fn == nil {
+		return nil // an answer to a request no one waits for (an ACK's error)
+	}
+	if h.Type == FrameError {
+		d := NewDecoder(body)
+		fn(h, nil, d.ErrorBody())
+		return nil
+	}
+	fn(h, body, nil)
+	return nil
+}
+
+// send writes a frame; answer, if not nil, is called with the answer
+// (from the reader goroutine) or the connection's failure.
+func (c *Client) send(frame []byte, corr uint64, answer func(Header, []byte, error)) error {
+	if answer != nil {
+		c.mu.Lock()
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return err
+		}
+		c.pending[corr] = answer
+		c.mu.Unlock()
+	}
+	c.wmu.Lock()
+	c.wbuf = append(c.wbuf, frame...)
+	if c.writing {
+		c.wmu.Unlock()
+		return nil // the writer takes it along
+	}
+	c.writing = true
+	for len(c.wbuf) > 0 {
+		buf := c.wbuf
+		c.wbuf = nil
+		c.wmu.Unlock()
+		_, err := c.nc.Write(buf)
+		c.wmu.Lock()
+		if err != nil {
+			c.writing = false
+			c.wmu.Unlock()
+			c.fail(err)
+			return err
+		}
+		if c.wbuf == nil {
+			c.wbuf = buf[:0]
+		}
+	}
+	c.writing = false
+	c.wmu.Unlock()
+	return nil
+}
+
+// request sends a frame and waits for its answer.
+func (c *Client) request(ctx context.Context, frame []byte, corr uint64) (Header, []byte, error) {
+	type answer struct {
+		h    Header
+		body []byte
+		err  error
+	}
+	ch := make(chan answer, 1)
+	if err := c.send(frame, corr, func(h Header, b []byte, err error) { ch <- answer{h, b, err} }); err != nil {
+		return Header{}, nil, err
+	}
+	select {
+	case a := <-ch:
+		return a.h, a.body, a.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, corr)
+		c.mu.Unlock()
+		return Header{}, nil, ctx.Err()
+	}
+}
+
+func (c *Client) nextCorr() uint64 { return c.corr.Add(1) }
+
+// Ping measures a round trip to the node.
+func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
+	corr := c.nextCorr()
+	b, at := BeginFrame(nil, FramePing, 0, corr)
+	start := time.Now()
+	h, _, err := c.request(ctx, FinishFrame(AppendU64(b, uint64(start.UnixNano())), at), corr)
+	if err == nil && h.Type != FramePong {
+		err = fmt.Errorf("hermes-wire: PING answered with frame type %#02x", h.Type)
+	}
+	return time.Since(start), err
+}
+
+// OpenTopic opens a topic, to publish to it or subscribe to it by id.
+// Opening it again refreshes its partition count.
+func (c *Client) OpenTopic(ctx context.Context, name string) (Topic, error) {
+	corr := c.nextCorr()
+	b, at := BeginFrame(nil, FrameOpenTopic, 0, corr)
+	h, body, err := c.request(ctx, FinishFrame(AppendStr(b, name), at), corr)
+	if err != nil {
+		return Topic{}, err
+	}
+	if h.Type != FrameTopic {
+		return Topic{}, fmt.Errorf("hermes-wire: OPEN_TOPIC answered with frame type %#02x", h.Type)
+	}
+	d := NewDecoder(body)
+	t := Topic{Name: name, ID: d.U32("topic id"), Partitions: int(d.U32("partitions")), DefaultMode: d.U8("mode")}
+	d.Zero(3, "reserved")
+	if err := d.End(); err != nil {
+		return Topic{}, err
+	}
+	c.mu.Lock()
+	c.topics[name] = t
+	c.mu.Unlock()
+	return t, nil
+}
+
+// AppendPublish appends a PUBLISH frame of records to b.
+func AppendPublish(b []byte, corr uint64, topicID uint32, partition int32, mode uint8, recs []record.Record) []byte {
+	b, at := BeginFrame(b, FramePublish, 0, corr)
+	b = AppendU32(b, topicID)
+	b = AppendU32(b, uint32(partition))
+	b = append(b, mode, FormatRecords, 0, 0)
+	b = AppendU32(b, uint32(len(recs)))
+	for i := range recs {
+		b = AppendRecord(b, &recs[i])
+	}
+	return FinishFrame(b, at)
+}
+
+// AppendPublishBatch appends a PUBLISH frame of a packed batch to b.
+func AppendPublishBatch(b []byte, corr uint64, topicID uint32, partition int32, mode uint8, batch []byte) []byte {
+	b, at := BeginFrame(b, FramePublish, 0, corr)
+	b = AppendU32(b, topicID)
+	b = AppendU32(b, uint32(partition))
+	b = append(b, mode, FormatBatch, 0, 0)
+	return FinishFrame(append(b, batch...), at)
+}
+
+// Publish publishes records and waits for their acknowledgement in
+// their mode.
+func (c *Client) Publish(ctx context.Context, topicID uint32, partition int32, mode uint8, recs []record.Record) (Ack, error) {
+	type answer struct {
+		ack Ack
+		err error
+	}
+	ch := make(chan answer, 1)
+	if err := c.PublishAsync(ctx, topicID, partition, mode, recs, func(a Ack, err error) { ch <- answer{a, err} }); err != nil {
+		return Ack{}, err
+	}
+	select {
+	case a := <-ch:
+		return a.ack, a.err
+	case <-ctx.Done():
+		return Ack{}, ctx.Err()
+	}
+}
+
+// PublishAsync sends a PUBLISH and calls done, from the connection's
+// reader goroutine, with its answer. It waits (until ctx ends) while
+// MaxInFlight publishes are unanswered.
+func (c *Client) PublishAsync(ctx context.Context, topicID uint32, partition int32, mode uint8, recs []record.Record, done func(Ack, error)) error {
+	return c.publishFrame(ctx, func(corr uint64) []byte {
+		return AppendPublish(nil, corr, topicID, partition, mode, recs)
+	}, done)
+}
+
+// PublishBatchAsync is PublishAsync of a packed batch (pkg/record).
+func (c *Client) PublishBatchAsync(ctx context.Context, topicID uint32, partition int32, mode uint8, batch []byte, done func(Ack, error)) error {
+	return c.publishFrame(ctx, func(corr uint64) []byte {
+		return AppendPublishBatch(nil, corr, topicID, partition, mode, batch)
+	}, done)
+}
+
+func (c *Client) publishFrame(ctx context.Context, frame func(corr uint64) []byte, done func(Ack, error)) error {
+	select {
+	case c.inflight <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return c.closedErr()
+	}
+	corr := c.nextCorr()
+	err := c.send(frame(corr), corr, func(h Header, body []byte, err error) {
+		<-c.inflight
+		if err != nil {
+			done(Ack{}, err)
+			return
+		}
+		done(parseAck(h, body))
+	})
+	if err != nil {
+		<-c.inflight
+	}
+	return err
+}
+
+func parseAck(h Header, body []byte) (Ack, error) {
+	if h.Type != FramePublishAck {
+		return Ack{}, fmt.Errorf("hermes-wire: PUBLISH answered with frame type %#02x", h.Type)
+	}
+	d := NewDecoder(body)
+	a := Ack{Partition: d.I32("partition"), Mode: d.U8("mode")}
+	d.Zero(3, "reserved")
+	a.BaseOffset = d.I64("base offset")
+	a.Count = int(d.U32("count"))
+	if a.Partition == -1 && d.Err() == nil {
+		if a.Count*12 != d.Len() {
+			d.Fail("%d places in %d bytes", a.Count, d.Len())
+		} else {
+			a.Places = make([]Place, a.Count)
+			for i := range a.Places {
+				a.Places[i] = Place{Partition: d.I32("partition"), Offset: d.I64("offset")}
+			}
+		}
+	}
+	return a, d.End()
+}
+
+func (c *Client) closedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	return ErrClosed
+}
+
+// Done is closed when the connection has ended; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended (nil while it is open).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection; its subscriptions end.
+func (c *Client) Close() error {
+	c.fail(ErrClosed)
+	return nil
+}
