@@ -10,7 +10,7 @@ BIN       ?= bin/hermes
 # Packages that run goroutines; they are tested with the race detector.
 RACE_PKGS := ./internal/... ./pkg/...
 
-.PHONY: run build test lint unit e2e bench soak fuzz proto clean kafka-compat kafka-compat-ci
+.PHONY: run build test lint unit e2e rust bench soak fuzz proto clean kafka-compat kafka-compat-ci
 
 run: build
 	$(BIN) serve --data-dir $(DATA_DIR)
@@ -18,7 +18,7 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/hermes
 
-test: lint unit e2e kafka-compat-ci
+test: lint unit e2e rust kafka-compat-ci
 
 lint:
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -32,6 +32,12 @@ unit:
 e2e:
 	@echo "== end-to-end tests (real hermes processes)"
 	$(GO) test -count=1 -timeout 15m ./e2e/... ./cmd/...
+
+# The Rust hermes-wire client: standard library only, so cargo needs no
+# registry; its integration tests start bin/hermes.
+rust: build
+	@echo "== Rust hermes-wire client (clients/rust) against a real hermes serve"
+	cd clients/rust && cargo fmt --check && HERMES_BIN=$(abspath $(BIN)) cargo test --locked
 
 # The numbers and how to read them: docs/BENCHMARKS.md.
 bench:

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,11 +103,12 @@ func TestBenchScenarios(t *testing.T) {
 // node serves them.
 func TestBenchProtocols(t *testing.T) {
 	n := testcluster.StartNode(t)
-	for _, p := range []string{bench.ProtoGRPCStream, bench.ProtoREST, bench.ProtoGraphQL, "all"} {
+	for _, p := range []string{bench.ProtoGRPCStream, bench.ProtoREST, bench.ProtoGraphQL, bench.ProtoWire, "all"} {
 		t.Run(p, func(t *testing.T) {
 			c := benchConfig(n, bench.ScenarioLive)
 			c.Protocol, c.Workers, c.Duration = p, 4, time.Second
-			if p == bench.ProtoGRPCStream {
+			c.WireTargets = []string{n.WireAddr}
+			if p == bench.ProtoGRPCStream || p == bench.ProtoWire {
 				c.Rate = 2000 // open loop: 2000 records due, latency from due time
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -119,7 +121,7 @@ func TestBenchProtocols(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkClean(t, rep, false)
-			if p == bench.ProtoGRPCStream && rep.Publish.Sent != 2000 {
+			if (p == bench.ProtoGRPCStream || p == bench.ProtoWire) && rep.Publish.Sent != 2000 {
 				t.Errorf("open loop at 2000/s for 1s sent %d records", rep.Publish.Sent)
 			}
 			if p == "all" && len(rep.Protocols) != 4 {
@@ -242,7 +244,7 @@ func TestBenchKillCommand(t *testing.T) {
 // run locally (scripts/peers/kafka.sh start, scripts/peers/nats.sh start);
 // skipped otherwise.
 func TestBenchPeers(t *testing.T) {
-	for _, target := range []string{"kafka", "nats"} {
+	for _, target := range []string{"kafka", "nats", "nats-core"} {
 		t.Run(target, func(t *testing.T) {
 			c := bench.Defaults()
 			c.Target, c.Workers, c.Duration, c.DrainTimeout = target, 2, time.Second, time.Minute
@@ -289,6 +291,17 @@ func TestBenchScenariosOnCluster(t *testing.T) {
 			checkClean(t, rep, sc == bench.ScenarioCrash)
 		})
 	}
+	// hermes-wire publishers on every node, the subscriber on the first,
+	// in consistent mode: every record, in order.
+	t.Run("live-wire", func(t *testing.T) {
+		cfg := benchConfig(nodes[0], bench.ScenarioLive)
+		cfg.GRPCTargets, cfg.WireTargets = targets, nil
+		for _, n := range nodes {
+			cfg.WireTargets = append(cfg.WireTargets, n.WireAddr)
+		}
+		cfg.Workers, cfg.Protocol, cfg.Mode = 3, bench.ProtoWire, "consistent"
+		checkClean(t, runBench(t, cfg), false)
+	})
 	for i := range nodes {
 		t.Run(fmt.Sprintf("live-grpc-stream-via-node-%d", i+1), func(t *testing.T) {
 			cfg := benchConfig(nodes[0], bench.ScenarioLive)
@@ -298,5 +311,42 @@ func TestBenchScenariosOnCluster(t *testing.T) {
 			cfg.Protocol = bench.ProtoGRPCStream
 			checkClean(t, runBench(t, cfg), false)
 		})
+	}
+}
+
+// TestBenchRelay: `hermes bench -target relay` starts the bare relay as a
+// child process, runs the open-loop live workload through it, verifies
+// every record, reports the relay's CPU and the latency distribution,
+// and stops the relay.
+func TestBenchRelay(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "relay.json")
+	cmd := exec.Command(testcluster.Binary(t), "bench", "-target", "relay", "-protocol", "grpc-stream", "-mode", "performance",
+		"-workers", "1", "-rate", "2000", "-duration", "1s", "-size", "96", "-latency-dist", "-quiet", "-json", out)
+	text, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, text)
+	}
+	for _, want := range []string{"latency distribution:", "20-50µs", "cpu       broker pid"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, &rep, false)
+	if rep.Publish.Sent != 2000 || len(rep.Subscribe.E2ELatency.Distribution) != len(bench.DistBuckets) {
+		t.Errorf("sent %d, distribution %+v", rep.Publish.Sent, rep.Subscribe.E2ELatency.Distribution)
+	}
+	// The relay is gone with the run.
+	for _, pid := range rep.Config.BrokerPIDs {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("the relay (pid %d) outlived the run", pid)
+		}
 	}
 }

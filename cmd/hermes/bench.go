@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,20 +80,21 @@ type benchFlags struct {
 func (b *benchFlags) register(f *pflag.FlagSet) {
 	d := bench.Defaults()
 	b.cfg = d
-	f.StringVar(&b.cfg.Target, "target", d.Target, "broker: hermes, kafka or nats")
+	f.StringVar(&b.cfg.Target, "target", d.Target, "broker: hermes, kafka, nats (JetStream), nats-core (core NATS, live only) or relay (a bare TCP relay, the latency floor; live only)")
 	f.StringVar(&b.cfg.Scenario, "scenario", d.Scenario, "live, slow, crash, isolation, disk or late")
 	f.IntVar(&b.cfg.Workers, "workers", d.Workers, "publishing workers")
 	f.DurationVar(&b.cfg.Duration, "duration", d.Duration, "how long to publish")
 	f.Int64Var(&b.cfg.Count, "count", 0, "publish exactly this many records in total instead of -duration")
 	f.StringVar(&b.cfg.Mode, "mode", d.Mode, "delivery mode: consistent, eventual or performance (Kafka: acks=all, 1, 0)")
-	f.StringVar(&b.cfg.Protocol, "protocol", d.Protocol, "grpc, grpc-stream, rest, graphql or all (Kafka/NATS: grpc = synchronous, grpc-stream = asynchronous)")
+	f.StringVar(&b.cfg.Protocol, "protocol", d.Protocol, "grpc, grpc-stream, rest, graphql, wire (hermes-wire) or all (Kafka/NATS: grpc = synchronous, grpc-stream = asynchronous)")
 	f.Float64Var(&b.cfg.Rate, "rate", 0, "total target msgs/s, open loop: latency counts from when each record was due (0: as fast as possible)")
 	f.IntVar(&b.cfg.Size, "size", d.Size, "payload bytes (at least the 48-byte verification header)")
 	f.IntVar(&b.cfg.Partitions, "partitions", d.Partitions, "partitions of each topic")
 	f.IntVar(&b.cfg.Replicas, "replicas", d.Replicas, "replication factor of Kafka topics and NATS streams")
 	f.StringSliceVar(&b.cfg.GRPCTargets, "grpc-targets", d.GRPCTargets, "Hermes gRPC addresses; worker w publishes to the (w mod n)-th")
 	f.StringSliceVar(&b.cfg.HTTPTargets, "http-targets", d.HTTPTargets, "Hermes HTTP addresses for -protocol rest/graphql")
-	f.StringVar(&b.cfg.SubTarget, "sub-target", "", "Hermes gRPC address of the subscribers (default: the first -grpc-targets)")
+	f.StringSliceVar(&b.cfg.WireTargets, "wire-targets", d.WireTargets, "Hermes hermes-wire addresses for -protocol wire; worker w publishes to the (w mod n)-th")
+	f.StringVar(&b.cfg.SubTarget, "sub-target", "", "Hermes gRPC address of the subscribers (default: the first -grpc-targets; with -protocol wire, the subscribers use hermes-wire on the first -wire-targets)")
 	f.StringSliceVar(&b.cfg.KafkaBrokers, "kafka-brokers", d.KafkaBrokers, "Kafka bootstrap addresses (-target kafka)")
 	f.StringVar(&b.cfg.NATSURL, "nats-url", d.NATSURL, "NATS server URLs, comma-separated (-target nats)")
 	f.StringVar(&b.jsonPath, "json", "", "write the full report as JSON to this file")
@@ -110,6 +113,8 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&b.cfg.Topic, "topic", "", "topic name prefix (default bench-<scenario>-<time>)")
 	f.BoolVar(&b.cfg.KeepTopics, "keep-topics", false, "do not delete the run's topics at the end")
 	f.BoolVar(&b.quiet, "quiet", false, "no progress line")
+	f.StringVar(&b.cfg.RelayAddr, "relay-addr", "", "-target relay: a running relay (hermes bench relay); default: start one")
+	f.BoolVar(&b.cfg.LatencyDist, "latency-dist", false, "print the end-to-end latency distribution (<20µs, 20-50µs, ... >5ms)")
 }
 
 // finish completes the config from what flags alone cannot say.
@@ -182,6 +187,7 @@ The command exits with status 1 when verification fails.`,
 			}
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
+			quietGC()
 			rep, err := bench.Run(ctx, b.cfg)
 			if err != nil {
 				return err
@@ -200,7 +206,33 @@ The command exits with status 1 when verification fails.`,
 		},
 	}
 	b.register(cmd.Flags())
-	cmd.AddCommand(newBenchMatrixCmd())
+	cmd.AddCommand(newBenchMatrixCmd(), newBenchRelayCmd())
+	return cmd
+}
+
+// newBenchRelayCmd runs the bare TCP relay that -target relay measures
+// brokers against.
+func newBenchRelayCmd() *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Run a bare TCP relay of length-prefixed frames: the latency floor (-target relay)",
+		Example: `  hermes bench relay --listen 127.0.0.1:7600 &
+  hermes bench -target relay -relay-addr 127.0.0.1:7600 -protocol grpc-stream -mode performance -workers 1 -rate 10000 -size 96 -duration 30s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "relay listening on %s\n", ln.Addr())
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			go func() { <-ctx.Done(); ln.Close() }()
+			return bench.ServeRelay(ln)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7600", "address to listen on")
 	return cmd
 }
 
@@ -239,6 +271,7 @@ one consumer, 78-byte payloads, open loop). It prints a markdown table
 			}
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
+			quietGC()
 			rep := bench.RunMatrix(ctx, b.cfg, o)
 			rep.Flags = flagValues(cmd)
 			var md strings.Builder
@@ -283,4 +316,13 @@ func parsePIDs(s string) ([]int, error) {
 		out = append(out, pid)
 	}
 	return out, nil
+}
+
+// quietGC makes the load generator's garbage collector run a quarter as
+// often (GOGC=400) unless GOGC says otherwise: its pauses would be latency
+// charged to whatever broker it measures.
+func quietGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }

@@ -22,7 +22,7 @@ const (
 var Scenarios = []string{ScenarioLive, ScenarioSlow, ScenarioCrash, ScenarioIsolation, ScenarioDisk, ScenarioLate}
 
 // Targets lists the brokers the tool drives.
-var Targets = []string{"hermes", "kafka", "nats"}
+var Targets = []string{"hermes", "kafka", "nats", "nats-core", "relay"}
 
 // Config is one run. The zero value is not valid; start from Defaults.
 type Config struct {
@@ -45,12 +45,19 @@ type Config struct {
 	Partitions int     `json:"partitions"`
 	// Replicas is the replication factor of Kafka topics and NATS
 	// streams (Hermes: the cluster decides).
-	Replicas     int      `json:"replicas"`
-	GRPCTargets  []string `json:"grpc_targets"`
-	HTTPTargets  []string `json:"http_targets"`
-	SubTarget    string   `json:"sub_target"`
+	Replicas    int      `json:"replicas"`
+	GRPCTargets []string `json:"grpc_targets"`
+	HTTPTargets []string `json:"http_targets"`
+	WireTargets []string `json:"wire_targets,omitempty"`
+	SubTarget   string   `json:"sub_target"`
+	// SubProtocol is how the subscribers connect to SubTarget: grpc, or
+	// wire (-protocol wire without -sub-target).
+	SubProtocol  string   `json:"sub_protocol,omitempty"`
 	KafkaBrokers []string `json:"kafka_brokers"`
 	NATSURL      string   `json:"nats_url"`
+	// RelayAddr is a running relay (`hermes bench relay`) for -target
+	// relay; "": the tool starts one.
+	RelayAddr string `json:"relay_addr,omitempty"`
 	// Topic is the prefix of the run's topic names ("": bench-<scenario>-<time>).
 	Topic           string        `json:"topic"`
 	KillLeaderAfter time.Duration `json:"kill_leader_after"`
@@ -83,9 +90,11 @@ type Config struct {
 	// LiveGroup makes the live scenario's subscriber a member of this
 	// consumer group (on a cluster: relayed to the group's coordinator
 	// unless it is the node subscribed to).
-	LiveGroup  string `json:"live_group"`
-	BrokerPIDs []int  `json:"broker_pids"`
-	KeepTopics bool   `json:"keep_topics"`
+	LiveGroup string `json:"live_group"`
+	// LatencyDist prints the end-to-end latency distribution.
+	LatencyDist bool  `json:"latency_dist,omitempty"`
+	BrokerPIDs  []int `json:"broker_pids"`
+	KeepTopics  bool  `json:"keep_topics"`
 
 	// Progress receives the once-a-second progress line (nil: none);
 	// ProgressTTY makes it one line rewritten with a carriage return.
@@ -118,7 +127,7 @@ func Defaults() Config {
 	return Config{
 		Target: "hermes", Scenario: ScenarioLive, Workers: 60, Duration: 30 * time.Second,
 		Mode: "consistent", Protocol: ProtoGRPC, Size: 100, Partitions: 1, Replicas: 1,
-		GRPCTargets: []string{"127.0.0.1:50051"}, HTTPTargets: []string{"127.0.0.1:8080"},
+		GRPCTargets: []string{"127.0.0.1:50051"}, HTTPTargets: []string{"127.0.0.1:8080"}, WireTargets: []string{"127.0.0.1:7070"},
 		KafkaBrokers: []string{"127.0.0.1:19092"}, NATSURL: "nats://127.0.0.1:4222",
 		Verify: true, SlowDelay: 2 * time.Millisecond, DrainTimeout: 2 * time.Minute, DrainIdle: 15 * time.Second,
 		MaxInFlight: DefaultMaxInFlight,
@@ -151,6 +160,9 @@ func (c *Config) Validate() error {
 	case c.Hooks.MisrouteEveryNth > 0 && c.Scenario != ScenarioIsolation:
 		return fmt.Errorf("misrouting is planted only in the isolation scenario")
 	}
+	if (c.Target == "relay" || c.Target == "nats-core") && c.Scenario != ScenarioLive {
+		return fmt.Errorf("-target %s keeps nothing: it runs the live scenario only", c.Target)
+	}
 	if c.Mode == "performance" && c.Verify && c.Scenario != ScenarioLive && c.Scenario != ScenarioIsolation {
 		return fmt.Errorf("scenario %s reads stored records; performance-mode records are never stored: use live or isolation, or -verify=false", c.Scenario)
 	}
@@ -160,8 +172,19 @@ func (c *Config) Validate() error {
 	if c.Target == "hermes" && len(c.GRPCTargets) == 0 {
 		return fmt.Errorf("-grpc-targets is empty")
 	}
+	if c.Target == "hermes" && c.Protocol == ProtoWire {
+		if len(c.WireTargets) == 0 {
+			return fmt.Errorf("-wire-targets is empty")
+		}
+		if c.SubTarget == "" {
+			c.SubTarget, c.SubProtocol = c.WireTargets[0], ProtoWire
+		}
+	}
 	if c.SubTarget == "" && len(c.GRPCTargets) > 0 {
 		c.SubTarget = c.GRPCTargets[0]
+	}
+	if c.SubProtocol == "" {
+		c.SubProtocol = ProtoGRPC
 	}
 	if c.DrainIdle <= 0 {
 		c.DrainIdle = c.DrainTimeout
@@ -180,12 +203,12 @@ func (c *Config) protocols() ([]string, error) {
 		return nil, fmt.Errorf("protocol %q: %s takes grpc (synchronous publishes) or grpc-stream (asynchronous)", c.Protocol, c.Target)
 	}
 	switch c.Protocol {
-	case ProtoGRPC, ProtoGRPCStream, ProtoREST, ProtoGraphQL:
+	case ProtoGRPC, ProtoGRPCStream, ProtoREST, ProtoGraphQL, ProtoWire:
 		return []string{c.Protocol}, nil
 	case "all":
 		return []string{ProtoGRPC, ProtoGRPCStream, ProtoREST, ProtoGraphQL}, nil
 	}
-	return nil, fmt.Errorf("protocol %q: want grpc, grpc-stream, rest, graphql or all", c.Protocol)
+	return nil, fmt.Errorf("protocol %q: want grpc, grpc-stream, rest, graphql, wire or all", c.Protocol)
 }
 
 // topicNames returns the run's topics: two for isolation, else one.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/pkg/client"
+	"github.com/hermes-mq/hermes/pkg/wire"
 )
 
 // Protocols of the Hermes target.
@@ -27,6 +28,7 @@ type hermes struct {
 	mode    client.Mode
 	clients []*client.Client // one per gRPC address, shared by its workers
 	http    *httpPublishers  // nil until a REST or GraphQL publisher is made
+	wire    wireClients
 }
 
 // clientOptions are the Hermes SDK options every connection takes.
@@ -143,6 +145,12 @@ func (h *hermes) NewPublisher(ctx context.Context, topic string, worker int, pro
 			return nil, err
 		}
 		return newStreamPublisher(p), nil
+	case ProtoWire:
+		wc, err := h.wire.client(ctx, h.cfg, worker)
+		if err != nil {
+			return nil, err
+		}
+		return newWirePublisher(ctx, wc, topic, wireMode(h.cfg.Mode))
 	case ProtoREST, ProtoGraphQL:
 		if h.http == nil {
 			h.http = newHTTPPublishers(h.cfg)
@@ -153,6 +161,9 @@ func (h *hermes) NewPublisher(ctx context.Context, topic string, worker int, pro
 }
 
 func (h *hermes) Subscribe(ctx context.Context, topic string, o SubOptions) (Subscription, error) {
+	if h.cfg.SubProtocol == ProtoWire {
+		return wireSubscribe(ctx, h.cfg, topic, o)
+	}
 	// Each subscription has its own connection, so that Abort can drop it
 	// as a crashed process would.
 	c, err := client.Dial(ctx, h.cfg.SubTarget, h.cfg.clientOptions()...)
@@ -189,6 +200,10 @@ func (h *hermes) ErrorKind(err error) string {
 	if errors.As(err, &he) {
 		return he.Code
 	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return wire.CodeName(we.Code)
+	}
 	return ""
 }
 
@@ -199,6 +214,7 @@ func (h *hermes) Close() error {
 	if h.http != nil {
 		h.http.close()
 	}
+	h.wire.close()
 	return nil
 }
 

@@ -57,6 +57,23 @@ type Latency struct {
 	P99   float64 `json:"p99_ms"`
 	P999  float64 `json:"p99_9_ms"`
 	Max   float64 `json:"max_ms"`
+	// Distribution is the share of values in each of DistBuckets.
+	Distribution []Bucket `json:"distribution,omitempty"`
+}
+
+// Bucket is the share of latencies in [From, To) (To 0: unbounded).
+type Bucket struct {
+	Label  string  `json:"label"`
+	FromUs int64   `json:"from_us"`
+	ToUs   int64   `json:"to_us"`
+	Share  float64 `json:"share"`
+}
+
+// DistBuckets are the buckets of a trading system's latency test, in µs.
+var DistBuckets = []Bucket{
+	{Label: "<20µs", ToUs: 20}, {Label: "20-50µs", FromUs: 20, ToUs: 50}, {Label: "50-100µs", FromUs: 50, ToUs: 100},
+	{Label: "100-200µs", FromUs: 100, ToUs: 200}, {Label: "200-500µs", FromUs: 200, ToUs: 500},
+	{Label: "500µs-1ms", FromUs: 500, ToUs: 1000}, {Label: "1-5ms", FromUs: 1000, ToUs: 5000}, {Label: ">5ms", FromUs: 5000},
 }
 
 // Summary returns the histogram's percentiles (all 0 when it is empty).
@@ -67,14 +84,31 @@ func (h *Hist) Summary() Latency {
 	if h.h.TotalCount() == 0 {
 		return Latency{}
 	}
+	total := float64(h.h.TotalCount())
+	dist := make([]Bucket, len(DistBuckets))
+	for i, b := range DistBuckets {
+		dist[i] = b
+	}
+	for _, bar := range h.h.Distribution() {
+		if bar.Count == 0 {
+			continue
+		}
+		for i := range dist {
+			if bar.From >= dist[i].FromUs && (dist[i].ToUs == 0 || bar.From < dist[i].ToUs) {
+				dist[i].Share += float64(bar.Count) / total
+				break
+			}
+		}
+	}
 	return Latency{
-		Count: h.h.TotalCount(),
-		Mean:  h.h.Mean() / 1000,
-		P25:   ms(h.h.ValueAtQuantile(25)),
-		P50:   ms(h.h.ValueAtQuantile(50)),
-		P90:   ms(h.h.ValueAtQuantile(90)),
-		P99:   ms(h.h.ValueAtQuantile(99)),
-		P999:  ms(h.h.ValueAtQuantile(99.9)),
-		Max:   ms(h.h.Max()),
+		Distribution: dist,
+		Count:        h.h.TotalCount(),
+		Mean:         h.h.Mean() / 1000,
+		P25:          ms(h.h.ValueAtQuantile(25)),
+		P50:          ms(h.h.ValueAtQuantile(50)),
+		P90:          ms(h.h.ValueAtQuantile(90)),
+		P99:          ms(h.h.ValueAtQuantile(99)),
+		P999:         ms(h.h.ValueAtQuantile(99.9)),
+		Max:          ms(h.h.Max()),
 	}
 }

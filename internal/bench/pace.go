@@ -42,14 +42,24 @@ func (p pacer) wait(ctx context.Context, t *time.Timer, j uint64) (time.Time, er
 	if d <= 0 {
 		return due, ctx.Err()
 	}
-	t.Reset(d)
-	select {
-	case <-t.C:
-		return due, nil
-	case <-ctx.Done():
-		t.Stop() // Go 1.23+: no stale value can be received after Stop
-		return due, ctx.Err()
+	// Go's timers fire up to a millisecond late (the network poller
+	// sleeps in whole milliseconds): that would be latency of the tool,
+	// charged to every broker alike. Sleep on the timer until about a
+	// millisecond before, then the rest in the kernel's high-resolution
+	// sleep (preciseSleep).
+	if d > 2*time.Millisecond {
+		t.Reset(d - time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop() // Go 1.23+: no stale value can be received after Stop
+			return due, ctx.Err()
+		}
 	}
+	if d = time.Until(due); d > 0 {
+		preciseSleep(d)
+	}
+	return due, ctx.Err()
 }
 
 // quota returns how many records worker w of workers sends when count

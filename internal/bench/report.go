@@ -237,6 +237,9 @@ func (rep *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "          late subscriber: backlog %d at join, caught up in %.2fs\n", s.LateBacklog, s.CatchUpSeconds)
 		}
 		fmt.Fprintf(w, "          end-to-end    %s\n", s.E2ELatency)
+		if c.LatencyDist {
+			s.E2ELatency.PrintDistribution(w)
+		}
 	}
 	if v := rep.Verification; v != nil {
 		fmt.Fprintf(w, "verify    lost %d  duplicates %d  corrupt %d  out-of-order %d  leaks %d  unattributed %d  received-unacked %d  unresolved %d\n",
@@ -297,4 +300,13 @@ func ms(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// PrintDistribution prints the share of latencies in each bucket, with a
+// bar.
+func (l Latency) PrintDistribution(w io.Writer) {
+	fmt.Fprintln(w, "          latency distribution:")
+	for _, b := range l.Distribution {
+		fmt.Fprintf(w, "            %-10s %5.1f%%  %s\n", b.Label, 100*b.Share, strings.Repeat("█", int(b.Share*40+0.5)))
+	}
 }

@@ -96,6 +96,10 @@ func OpenTarget(ctx context.Context, cfg *Config) (Target, error) {
 		return openKafka(ctx, cfg)
 	case "nats":
 		return openNATS(ctx, cfg)
+	case "nats-core":
+		return openNATSCore(ctx, cfg)
+	case "relay":
+		return openRelay(ctx, cfg)
 	}
 	return openHermes(ctx, cfg)
 }
@@ -225,6 +229,9 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 		}
 	}()
 	p := pacer{start: r.start, rate: r.cfg.Rate, workers: uint64(r.cfg.Workers), worker: uint64(w)}
+	if p.open() {
+		defer precisePacing()()
+	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	quotaN := uint64(quota(r.cfg.Count, r.cfg.Workers, w))

@@ -173,8 +173,8 @@ func (s *localSub) takeLiveCredit(recs []record.Record) int {
 		return 0
 	}
 	n := min(len(recs), records)
-	var bytes int64
 	if s.credit.byteLimited {
+		var bytes int64
 		for i := range n {
 			c := record.CreditBytes(&recs[i])
 			if i > 0 && bytes+c > s.credit.bytes {
@@ -183,13 +183,9 @@ func (s *localSub) takeLiveCredit(recs []record.Record) int {
 			}
 			bytes += c
 		}
-	} else {
-		for i := range n {
-			bytes += record.CreditBytes(&recs[i])
-		}
+		s.credit.bytes -= bytes
 	}
 	s.credit.records -= int64(n)
-	s.credit.bytes -= bytes
 	return n
 }
 

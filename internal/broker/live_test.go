@@ -207,3 +207,29 @@ func TestNewMessageIDIsAUUIDv7(t *testing.T) {
 		prev = id
 	}
 }
+
+// TestByteCreditAfterRecordsOnly: bytes delivered while a subscriber gave
+// record credit only do not count against the byte credit it grants
+// later.
+func TestByteCreditAfterRecordsOnly(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	ctx := context.Background()
+	b.CreateTopic(ctx, "c", TopicConfig{Partitions: 1}, false)
+	sub, err := b.Subscribe(ctx, SubscribeOptions{Topic: "c", Start: StartPosition{Kind: StartEarliest}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	mustPublish(t, b, &PublishRequest{Topic: "c", Partition: 0, Records: recs("big", 1)})
+	sub.Grant(1, 0)
+	nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if d, err := sub.Next(nctx); err != nil || d.Count() != 1 {
+		t.Fatalf("first: %+v, %v", d, err)
+	}
+	mustPublish(t, b, &PublishRequest{Topic: "c", Partition: 0, Records: recs("next", 1)})
+	sub.Grant(1, 1) // one byte: enough for one delivery
+	if d, err := sub.Next(nctx); err != nil || d.Count() != 1 {
+		t.Fatalf("after a byte grant: %+v, %v", d, err)
+	}
+}

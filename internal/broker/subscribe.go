@@ -215,7 +215,9 @@ func (c *credit) spend(d *Delivery) {
 		return
 	}
 	c.records -= int64(d.Count())
-	c.bytes -= d.Size()
+	if c.byteLimited { // bytes spent before any byte grant count against none
+		c.bytes -= d.Size()
+	}
 }
 
 // localSub is a subscription served by this node: a plain subscriber, or

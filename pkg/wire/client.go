@@ -50,16 +50,31 @@ type Client struct {
 	// system calls.
 	wmu     sync.Mutex
 	wbuf    []byte
+	spare   []byte
 	writing bool
-	wcond   *sync.Cond // writing ended
 
 	mu      sync.Mutex
-	pending map[uint64]func(Header, []byte, error)
+	pending map[uint64]waiter
 	subs    map[uint32]*Subscription
 	topics  map[string]Topic
 	nextSub uint32
 	err     error // why the connection ended
 	done    chan struct{}
+}
+
+// waiter is what waits for the answer of a request: a publish's done, or
+// another request's answer (which gets a copy of the body).
+type waiter struct {
+	publish func(Ack, error)
+	answer  func(Header, []byte, error)
+}
+
+func (w waiter) fail(err error) {
+	if w.publish != nil {
+		w.publish(Ack{}, err)
+	} else {
+		w.answer(Header{}, nil, err)
+	}
 }
 
 // Topic is an opened topic.
@@ -115,9 +130,8 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		}
 		nc = tc
 	}
-	c := &Client{nc: nc, inflight: make(chan struct{}, MaxInFlight), pending: map[uint64]func(Header, []byte, error){},
+	c := &Client{nc: nc, inflight: make(chan struct{}, MaxInFlight), pending: map[uint64]waiter{},
 		subs: map[uint32]*Subscription{}, topics: map[string]Topic{}, done: make(chan struct{})}
-	c.wcond = sync.NewCond(&c.wmu)
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
@@ -152,7 +166,7 @@ func (c *Client) hello(br *bufio.Reader, o Options) error {
 	if _, err := c.nc.Write(FinishFrame(b, at)); err != nil {
 		return err
 	}
-	h, body, err := readFrame(br, MaxFrame)
+	h, body, err := readFrame(br, MaxFrame, nil)
 	if err != nil {
 		return fmt.Errorf("hermes-wire handshake: %w", err)
 	}
@@ -181,34 +195,48 @@ func (c *Client) hello(br *bufio.Reader, o Options) error {
 	return d.End()
 }
 
-// readFrame reads one frame of at most max bytes.
-func readFrame(br *bufio.Reader, max int) (Header, []byte, error) {
-	var hb [HeaderSize]byte
-	if _, err := io.ReadFull(br, hb[:]); err != nil {
+// readFrame reads one frame of at most max bytes, its body into buf
+// when it fits.
+func readFrame(br *bufio.Reader, max int, buf []byte) (Header, []byte, error) {
+	hb, err := br.Peek(HeaderSize)
+	if err != nil {
+		if len(hb) > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return Header{}, nil, err
 	}
-	h, err := ParseHeader(hb[:])
+	h, err := ParseHeader(hb)
 	if err != nil {
 		return h, nil, err
 	}
+	br.Discard(HeaderSize)
 	if int(h.Length)+4 > max {
 		return h, nil, fmt.Errorf("%w: frame of %d bytes; at most %d", errMalformed, h.Length+4, max)
 	}
-	body := make([]byte, h.BodyLen())
+	body := buf[:0]
+	if cap(body) < h.BodyLen() {
+		body = make([]byte, h.BodyLen())
+	}
+	body = body[:h.BodyLen()]
 	if _, err := io.ReadFull(br, body); err != nil {
 		return h, nil, err
 	}
 	return h, body, nil
 }
 
-// readLoop reads frames until the connection ends.
+// readLoop reads frames until the connection ends. Bodies are read into
+// one reused buffer: what keeps a body past its handling copies it.
 func (c *Client) readLoop(br *bufio.Reader) {
 	var err error
+	buf := make([]byte, 64<<10)
 	for {
 		var h Header
 		var body []byte
-		if h, body, err = readFrame(br, c.maxFrame+HeaderSize); err != nil {
+		if h, body, err = readFrame(br, c.maxFrame+HeaderSize, buf); err != nil {
 			break
+		}
+		if cap(body) > cap(buf) && cap(body) <= 1<<20 {
+			buf = body // keep the larger buffer, up to 1 MiB
 		}
 		if err = c.handle(h, body); err != nil {
 			break
@@ -231,11 +259,11 @@ func (c *Client) fail(err error) {
 	c.err = err
 	pending := c.pending
 	subs := c.subs
-	c.pending, c.subs = map[uint64]func(Header, []byte, error){}, map[uint32]*Subscription{}
+	c.pending, c.subs = map[uint64]waiter{}, map[uint32]*Subscription{}
 	c.mu.Unlock()
 	close(c.done)
-	for _, fn := range pending {
-		fn(Header{}, nil, err)
+	for _, w := range pending {
+		w.fail(err)
 	}
 	for _, s := range subs {
 		s.end(err)
@@ -245,6 +273,11 @@ func (c *Client) fail(err error) {
 func (c *Client) handle(h Header, body []byte) error {
 	switch h.Type {
 	case FrameDeliver, FrameAssignment, FrameSubEnd:
+		if h.Type == FrameDeliver {
+			// The records are kept past this frame: they get memory of
+			// their own (one allocation per delivery).
+			body = append([]byte(nil), body...)
+		}
 		d := NewDecoder(body)
 		id := d.U32("sub id")
 		c.mu.Lock()
@@ -259,27 +292,32 @@ func (c *Client) handle(h Header, body []byte) error {
 		return s.push(h.Type, &d)
 	}
 	c.mu.Lock()
-	fn := c.pending[h.Corr]
+	w, ok := c.pending[h.Corr]
 	delete(c.pending, h.Corr)
 	c.mu.Unlock()
-	if h.Type == FrameError && h.Flags&FlagFatal != 0 {
-		d := NewDecoder(body)
-		e := d.ErrorBody()
-		e.Fatal = true
-		if fn != nil {
-			fn(h, nil, e)
-		}
-		return e
-	}
-	if fn == nil {
-		return nil // an answer to a request no one waits for (an ACK's error)
+	if ok && w.publish != nil {
+		<-c.inflight // answered
 	}
 	if h.Type == FrameError {
 		d := NewDecoder(body)
-		fn(h, nil, d.ErrorBody())
+		e := d.ErrorBody()
+		e.Fatal = h.Flags&FlagFatal != 0
+		if ok {
+			w.fail(e)
+		}
+		if e.Fatal {
+			return e
+		}
 		return nil
 	}
-	fn(h, body, nil)
+	switch {
+	case !ok:
+		// An answer to a request no one waits for any more.
+	case w.publish != nil:
+		w.publish(parseAck(h, body))
+	default:
+		w.answer(h, append([]byte(nil), body...), nil)
+	}
 	return nil
 }
 
@@ -287,17 +325,29 @@ func (c *Client) handle(h Header, body []byte) error {
 // (from the reader goroutine) or the connection's failure.
 func (c *Client) send(frame []byte, corr uint64, answer func(Header, []byte, error)) error {
 	if answer != nil {
-		c.mu.Lock()
-		if c.err != nil {
-			err := c.err
-			c.mu.Unlock()
+		if err := c.await(corr, waiter{answer: answer}); err != nil {
 			return err
 		}
-		c.pending[corr] = answer
-		c.mu.Unlock()
 	}
 	c.wmu.Lock()
 	c.wbuf = append(c.wbuf, frame...)
+	return c.write()
+}
+
+// await registers w for the answer to corr.
+func (c *Client) await(corr uint64, w waiter) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.pending[corr] = w
+	return nil
+}
+
+// write writes wbuf unless another caller is writing (it takes what was
+// appended along). Lock: wmu held; write releases it.
+func (c *Client) write() error {
 	if c.writing {
 		c.wmu.Unlock()
 		return nil // the writer takes it along
@@ -305,18 +355,16 @@ func (c *Client) send(frame []byte, corr uint64, answer func(Header, []byte, err
 	c.writing = true
 	for len(c.wbuf) > 0 {
 		buf := c.wbuf
-		c.wbuf = nil
+		c.wbuf = c.spare[:0] // others append here meanwhile
 		c.wmu.Unlock()
 		_, err := c.nc.Write(buf)
 		c.wmu.Lock()
+		c.spare = buf[:0]
 		if err != nil {
 			c.writing = false
 			c.wmu.Unlock()
 			c.fail(err)
 			return err
-		}
-		if c.wbuf == nil {
-			c.wbuf = buf[:0]
 		}
 	}
 	c.writing = false
@@ -427,41 +475,44 @@ func (c *Client) Publish(ctx context.Context, topicID uint32, partition int32, m
 
 // PublishAsync sends a PUBLISH and calls done, from the connection's
 // reader goroutine, with its answer. It waits (until ctx ends) while
-// MaxInFlight publishes are unanswered.
+// MaxInFlight publishes are unanswered. The frame is encoded before it
+// returns: recs may be reused at once. It allocates nothing of its own.
 func (c *Client) PublishAsync(ctx context.Context, topicID uint32, partition int32, mode uint8, recs []record.Record, done func(Ack, error)) error {
-	return c.publishFrame(ctx, func(corr uint64) []byte {
-		return AppendPublish(nil, corr, topicID, partition, mode, recs)
-	}, done)
+	corr, err := c.beginPublish(ctx, done)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	c.wbuf = AppendPublish(c.wbuf, corr, topicID, partition, mode, recs)
+	return c.write()
 }
 
 // PublishBatchAsync is PublishAsync of a packed batch (pkg/record).
 func (c *Client) PublishBatchAsync(ctx context.Context, topicID uint32, partition int32, mode uint8, batch []byte, done func(Ack, error)) error {
-	return c.publishFrame(ctx, func(corr uint64) []byte {
-		return AppendPublishBatch(nil, corr, topicID, partition, mode, batch)
-	}, done)
+	corr, err := c.beginPublish(ctx, done)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	c.wbuf = AppendPublishBatch(c.wbuf, corr, topicID, partition, mode, batch)
+	return c.write()
 }
 
-func (c *Client) publishFrame(ctx context.Context, frame func(corr uint64) []byte, done func(Ack, error)) error {
+// beginPublish takes an in-flight slot and registers done.
+func (c *Client) beginPublish(ctx context.Context, done func(Ack, error)) (uint64, error) {
 	select {
 	case c.inflight <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	case <-c.done:
-		return c.closedErr()
+		return 0, c.closedErr()
 	}
 	corr := c.nextCorr()
-	err := c.send(frame(corr), corr, func(h Header, body []byte, err error) {
+	if err := c.await(corr, waiter{publish: done}); err != nil {
 		<-c.inflight
-		if err != nil {
-			done(Ack{}, err)
-			return
-		}
-		done(parseAck(h, body))
-	})
-	if err != nil {
-		<-c.inflight
+		return 0, err
 	}
-	return err
+	return corr, nil
 }
 
 func parseAck(h Header, body []byte) (Ack, error) {
