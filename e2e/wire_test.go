@@ -529,3 +529,51 @@ func TestWireGroupMemberBesideGRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestWireSlowDurableSubscriberReadsLater: a subscriber that stops
+// granting credit holds nothing up; the durable records it did not take
+// are read from the log once it reads on, every one, in order.
+func TestWireSlowDurableSubscriberReadsLater(t *testing.T) {
+	n := testcluster.StartNode(t)
+	gc, _ := dial(t, n)
+	createTopic(t, gc, "w4", 1)
+	ctx := ctxT(t, 60*time.Second)
+	pub := wireDial(t, n.WireAddr, wire.Options{ClientName: "publisher"})
+	slow := wireDial(t, n.WireAddr, wire.Options{ClientName: "slow"})
+	pt, err := pub.OpenTopic(ctx, "w4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := slow.OpenTopic(ctx, "w4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := slow.Subscribe(ctx, wire.SubscribeOptions{Topic: st.ID, Start: wire.StartEarliest, Credit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 5000
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range total {
+		wg.Add(1)
+		if err := pub.PublishAsync(ctx, pt.ID, 0, wire.ModeConsistent, []record.Record{{Payload: []byte(fmt.Sprint(i))}}, func(_ wire.Ack, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d publishes failed", failed.Load())
+	}
+	got := collect(t, sub, total, 30*time.Second)
+	for i, r := range got[:total] {
+		if r.Offset != int64(i) || string(r.Payload) != fmt.Sprint(i) {
+			t.Fatalf("record %d: offset %d payload %q", i, r.Offset, r.Payload)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -97,10 +98,11 @@ func (n *natsCore) Subscribe(ctx context.Context, topic string, o SubOptions) (S
 
 // natsCoreSub receives on a channel; offsets count its deliveries.
 type natsCoreSub struct {
-	nc   *nats.Conn
-	sub  *nats.Subscription
-	msgs chan *nats.Msg
-	next int64
+	nc      *nats.Conn
+	sub     *nats.Subscription
+	msgs    chan *nats.Msg
+	next    int64
+	dropped atomic.Int64 // as last read from the live subscription
 }
 
 func (s *natsCoreSub) Next(ctx context.Context) (*Delivery, error) {
@@ -115,11 +117,14 @@ func (s *natsCoreSub) Next(ctx context.Context) (*Delivery, error) {
 }
 
 func (s *natsCoreSub) Commit(context.Context) error { return nil }
-func (s *natsCoreSub) Close() error                 { s.nc.Close(); return nil }
-func (s *natsCoreSub) Abort()                       { s.nc.Close() }
+func (s *natsCoreSub) Close() error                 { s.Missed(); s.nc.Close(); return nil }
+func (s *natsCoreSub) Abort()                       { s.Missed(); s.nc.Close() }
 
-// Missed counts what the client library dropped for a slow subscriber.
+// Missed counts what the client library dropped for a slow subscriber
+// (read while the subscription is open: a closed one answers an error).
 func (s *natsCoreSub) Missed() int64 {
-	n, _ := s.sub.Dropped()
-	return int64(n)
+	if n, err := s.sub.Dropped(); err == nil {
+		s.dropped.Store(int64(n))
+	}
+	return s.dropped.Load()
 }

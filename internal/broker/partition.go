@@ -27,9 +27,9 @@ type partition struct {
 	id    int32
 	ring  *memring.Ring
 	label string // topic name, for metrics
-	// The performance records and bytes published here (the labelled
-	// series, looked up once).
-	perfRecords, perfBytes prometheus.Counter
+	// The performance records and bytes published here, and those the
+	// ring evicted (the labelled series, looked up once).
+	perfRecords, perfBytes, ringEvicted prometheus.Counter
 
 	// rep is the partition's Raft replica on this node, or nil for a
 	// partition this node does not hold (remote): then replicas says
@@ -271,4 +271,5 @@ func (p *partition) offsets() (start, hw int64) {
 func (p *partition) lookupMetrics() {
 	p.perfRecords = p.b.m.publishedRecords.WithLabelValues(p.label, ModePerformance.String())
 	p.perfBytes = p.b.m.publishedBytes.WithLabelValues(p.label, ModePerformance.String())
+	p.ringEvicted = p.b.m.ringEvicted.WithLabelValues(p.label)
 }

@@ -306,7 +306,7 @@ func (b *Broker) appendRing(p *partition, recs []record.Record, size int, origin
 	before := p.ring.Evicted()
 	first := p.ring.Append(recs)
 	if ev := p.ring.Evicted() - before; ev > 0 {
-		b.m.ringEvicted.WithLabelValues(p.label).Add(float64(ev))
+		p.ringEvicted.Add(float64(ev))
 	}
 	p.perfRecords.Add(float64(len(recs)))
 	p.perfBytes.Add(float64(size))

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -217,21 +218,30 @@ func StartCluster(t testing.TB, n int, args ...string) []*Node {
 // handedOut holds every address FreeAddr returned in this process: the
 // kernel may offer a port again once its probe listener is closed, before
 // the node it was meant for binds it, and two nodes would then collide.
+// FreeAddr's ports: below the default ephemeral range, above the usual
+// services'.
+const freePortLow, freePortHigh = 20000, 32768
+
 var handedOut struct {
 	sync.Mutex
 	addrs map[string]bool
 }
 
 // FreeAddr returns a loopback address with a port free right now and
-// never returned before in this process.
+// never returned before in this process. The port is drawn at random
+// below the kernel's ephemeral range (ip_local_port_range, which starts
+// at 32768 by default): a port from that range could be given, before
+// the node binds it, to any outgoing connection of any process — the
+// tests open thousands — and the node would fail with "address already
+// in use".
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	handedOut.Lock()
 	defer handedOut.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 1000 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", freePortLow+rand.IntN(freePortHigh-freePortLow)))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken
 		}
 		addr := l.Addr().String()
 		l.Close()
@@ -243,7 +253,7 @@ func FreeAddr(t testing.TB) string {
 			return addr
 		}
 	}
-	t.Fatal("no loopback port free that was not handed out before, in 100 tries")
+	t.Fatal("no loopback port free that was not handed out before, in 1000 tries")
 	return ""
 }
 

@@ -52,6 +52,9 @@ type Client struct {
 	wbuf    []byte
 	spare   []byte
 	writing bool
+	// flushing: the flusher goroutine was asked to write (flush).
+	flushing bool
+	flush    chan struct{}
 
 	mu      sync.Mutex
 	pending map[uint64]waiter
@@ -141,7 +144,9 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
+	c.flush = make(chan struct{}, 1)
 	go c.readLoop(br)
+	go c.flusher()
 	return c, nil
 }
 
@@ -484,7 +489,7 @@ func (c *Client) PublishAsync(ctx context.Context, topicID uint32, partition int
 	}
 	c.wmu.Lock()
 	c.wbuf = AppendPublish(c.wbuf, corr, topicID, partition, mode, recs)
-	return c.write()
+	return c.writeOrCoalesce()
 }
 
 // PublishBatchAsync is PublishAsync of a packed batch (pkg/record).
@@ -495,7 +500,46 @@ func (c *Client) PublishBatchAsync(ctx context.Context, topicID uint32, partitio
 	}
 	c.wmu.Lock()
 	c.wbuf = AppendPublishBatch(c.wbuf, corr, topicID, partition, mode, batch)
-	return c.write()
+	return c.writeOrCoalesce()
+}
+
+// coalesceAfter is how many unanswered publishes make the connection
+// busy: past it, a publish leaves its frame to the flusher goroutine, so
+// that frames published while it writes go out together (one system call
+// for many records under load; at once, on the caller's goroutine, when
+// the connection is idle).
+const coalesceAfter = 8
+
+// writeOrCoalesce writes a publish's frame now, or leaves it to the
+// flusher when the connection is busy. Lock: wmu held; it releases it.
+func (c *Client) writeOrCoalesce() error {
+	if len(c.inflight) <= coalesceAfter || c.writing {
+		return c.write()
+	}
+	kick := !c.flushing
+	c.flushing = true
+	c.wmu.Unlock()
+	if kick {
+		select {
+		case c.flush <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// flusher writes what writeOrCoalesce left, until the connection ends.
+func (c *Client) flusher() {
+	for {
+		select {
+		case <-c.flush:
+		case <-c.done:
+			return
+		}
+		c.wmu.Lock()
+		c.flushing = false
+		c.write() // a failure fails the connection
+	}
 }
 
 // beginPublish takes an in-flight slot and registers done.
