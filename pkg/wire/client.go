@@ -34,6 +34,14 @@ var ErrClosed = errors.New("hermes-wire: connection closed")
 
 // Client is one hermes-wire connection. It is safe for concurrent use:
 // requests are pipelined, and answers matched to them by correlation id.
+//
+// A frame is written at once, on the caller's goroutine, while the
+// connection is idle (the lowest latency); while more than 8 publishes
+// are unanswered, publishes leave their frames to the client's flusher
+// goroutine, so the frames published during one write go out together in
+// the next (the throughput of a loaded connection). Publishing and
+// acknowledgements allocate nothing; a delivery costs one allocation for
+// its records' bytes.
 type Client struct {
 	nc net.Conn
 	// NodeID, Principal and Server are what the handshake said.
