@@ -22,7 +22,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/internal/netserve"
 )
 
 // Config configures the Kafka listener.
@@ -87,12 +87,7 @@ type Server struct {
 	sessions *fetchSessions
 	ctx      context.Context
 	cancel   context.CancelFunc
-
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[*conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	ns       netserve.Server
 }
 
 // New returns a server of the Kafka protocol on api.
@@ -107,7 +102,7 @@ func New(api broker.API, cfg Config) *Server {
 		cfg.ClusterID = "hermes"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{api: api, cfg: cfg, log: cfg.Logger.With("component", "kafka"), ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
+	s := &Server{api: api, cfg: cfg, log: cfg.Logger.With("component", "kafka"), ctx: ctx, cancel: cancel}
 	s.groups = newCoordinator(s)
 	s.txns = newTxnCoordinator(s)
 	s.synced = map[tp]uint64{}
@@ -122,76 +117,23 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.ln = ln
 	if s.cfg.Advertise == "" {
 		s.cfg.Advertise = ln.Addr().String()
 	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		s.txns.run(s.ctx)
-	}()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closed := s.closed
-			s.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
-		}
-		c := s.newConn(nc)
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			nc.Close()
-			return nil
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-		}()
+	if !s.ns.Go(func() { s.txns.run(s.ctx) }) {
+		return nil // closed already
 	}
+	return s.ns.Serve(ln, func(nc net.Conn) { s.newConn(nc).serve() })
 }
 
 // Close stops accepting connections, closes every connection and waits
 // for their goroutines.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
+	if s.ns.Close() {
+		s.cancel()
+		s.groups.close()
+		s.ns.Wait()
 	}
-	s.closed = true
-	if s.ln != nil {
-		s.ln.Close()
-	}
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	s.cancel()
-	s.groups.close()
-	s.wg.Wait()
 	return nil
 }
 

@@ -26,13 +26,12 @@ package wire
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/internal/netserve"
 )
 
 // Config configures the hermes-wire listener.
@@ -64,12 +63,7 @@ type Server struct {
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[*conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	ns     netserve.Server
 }
 
 // New returns a hermes-wire server on api.
@@ -81,7 +75,7 @@ func New(api broker.API, cfg Config) *Server {
 		cfg.ServerName = "hermes"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{api: api, cfg: cfg, log: cfg.Logger.With("component", "wire"), ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
+	return &Server{api: api, cfg: cfg, log: cfg.Logger.With("component", "wire"), ctx: ctx, cancel: cancel}
 }
 
 // Serve accepts connections on ln until Close. It returns nil after
@@ -90,66 +84,15 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.ln = ln
-	s.mu.Unlock()
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closed := s.closed
-			s.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
-		}
-		c := newConn(s, nc)
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			nc.Close()
-			return nil
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-		}()
-	}
+	return s.ns.Serve(ln, func(nc net.Conn) { newConn(s, nc).serve() })
 }
 
 // Close stops accepting connections, closes every connection and waits
 // for their goroutines.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
+	if s.ns.Close() {
+		s.cancel()
+		s.ns.Wait()
 	}
-	s.closed = true
-	if s.ln != nil {
-		s.ln.Close()
-	}
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	s.cancel()
-	s.wg.Wait()
 	return nil
 }
