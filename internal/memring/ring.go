@@ -99,7 +99,7 @@ func (r *Ring) Append(recs []record.Record) (first int64) {
 	defer r.mu.Unlock()
 	first = r.start + int64(r.n)
 	for i := range recs {
-		c := clone(&recs[i], r.alloc)
+		c := record.Clone(&recs[i], r.alloc)
 		c.Offset = first + int64(i)
 		r.push(c)
 	}

@@ -46,3 +46,40 @@ func CreditBytes(r *Record) int64 {
 	}
 	return int64(n)
 }
+
+// Clone returns a deep copy of rec whose key, header values and payload
+// live in one slice that alloc returns, empty with room for their total
+// (header keys are strings, already immutable). Each sub-slice is capped
+// at its length, so an append by a reader cannot write into its
+// neighbour; nil slices stay nil and empty ones empty.
+func Clone(rec *Record, alloc func(n int) []byte) Record {
+	out := *rec
+	buf := alloc(CloneBytes(rec))
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		at := len(buf)
+		buf = append(buf, b...)
+		return buf[at:len(buf):len(buf)]
+	}
+	out.Key = take(rec.Key)
+	out.Payload = take(rec.Payload)
+	if rec.Headers != nil {
+		out.Headers = make([]Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			out.Headers[i] = Header{Key: h.Key, Value: take(h.Value)}
+		}
+	}
+	return out
+}
+
+// CloneBytes is the room Clone asks alloc for: rec's key, header values
+// and payload.
+func CloneBytes(rec *Record) int {
+	n := len(rec.Key) + len(rec.Payload)
+	for _, h := range rec.Headers {
+		n += len(h.Value)
+	}
+	return n
+}

@@ -22,6 +22,10 @@ import (
 // in place, larger ones are copied out.
 const readBufSize = 64 << 10
 
+// maxCommits bounds the COMMITs of a connection waiting for replication;
+// past it the reader waits for one to finish.
+const maxCommits = 16
+
 // conn is one client connection.
 type conn struct {
 	s    *Server
@@ -43,8 +47,8 @@ type conn struct {
 	recs      []record.Record // decoded records, reused
 	dirty     []*conn         // connections to flush after this read batch
 	out       []byte          // frames the reader builds before queueing
-	rr        []byte          // a frame copied out of the read buffer
 	inflight  chan struct{}   // a token per unanswered PUBLISH
+	commits   chan struct{}   // a token per COMMIT waiting for replication
 	subsMu    sync.Mutex      // guards subs: subscriptions end on their own goroutines
 	subs      map[uint32]*sub //
 	subsWG    sync.WaitGroup
@@ -72,8 +76,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		s: s, nc: nc, addr: nc.RemoteAddr().String(),
 		topicIDs: map[string]uint32{}, subs: map[uint32]*sub{},
-		inflight: make(chan struct{}, wire.MaxInFlight),
-		wake:     make(chan struct{}, 1), drained: make(chan struct{}, 1),
+		inflight: make(chan struct{}, wire.MaxInFlight), commits: make(chan struct{}, maxCommits),
+		wake: make(chan struct{}, 1), drained: make(chan struct{}, 1),
 		wbuf: make([]byte, 0, 64<<10), spare: make([]byte, 0, 64<<10),
 	}
 	c.log = s.log.With("client", c.addr)
@@ -196,11 +200,11 @@ func (c *conn) readFrame() error {
 		body = frame[wire.HeaderSize:]
 		defer c.br.Discard(total)
 	} else {
+		// Larger than the read buffer: a packed batch, up to MaxFrame;
+		// not kept past the frame, so an idle connection holds no such
+		// buffer.
 		c.br.Discard(wire.HeaderSize)
-		if cap(c.rr) < h.BodyLen() {
-			c.rr = make([]byte, h.BodyLen())
-		}
-		body = c.rr[:h.BodyLen()]
+		body = make([]byte, h.BodyLen())
 		if _, err := io.ReadFull(c.br, body); err != nil {
 			return err
 		}
@@ -407,6 +411,24 @@ func (c *conn) flushDirty() {
 		c.dirty[i] = nil
 	}
 	c.dirty = c.dirty[:0]
+}
+
+// acquire takes a token of sem (a bound of the connection's); when it
+// must wait, it first sends the answers ready, then waits for a token or
+// the connection's end: back pressure on the client.
+func (c *conn) acquire(sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	default:
+	}
+	c.flushDirty()
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
 }
 
 // kick asks the writer goroutine to write what is buffered.

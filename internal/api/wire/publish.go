@@ -62,16 +62,8 @@ func (c *conn) publish(h wire.Header, d *wire.Decoder) error {
 	} else {
 		req.Records = cloneRecords(recs)
 	}
-	select {
-	case c.inflight <- struct{}{}:
-	default:
-		// MaxInFlight unanswered: answer what is ready, then wait.
-		c.flushDirty()
-		select {
-		case c.inflight <- struct{}{}:
-		case <-c.ctx.Done():
-			return c.ctx.Err()
-		}
+	if err := c.acquire(c.inflight); err != nil { // MaxInFlight unanswered: wait
+		return err
 	}
 	corr := h.Corr
 	c.s.api.PublishAsync(c.ctx, req, func(res *broker.PublishResult, err error) {
@@ -137,28 +129,17 @@ func appendAck(b []byte, corr uint64, partition int32, mode uint8, base int64, c
 func cloneRecords(recs []record.Record) []record.Record {
 	n := 0
 	for i := range recs {
-		n += len(recs[i].Key) + len(recs[i].Payload)
-		for _, h := range recs[i].Headers {
-			n += len(h.Value)
-		}
+		n += record.CloneBytes(&recs[i])
 	}
 	buf := make([]byte, 0, n)
-	take := func(b []byte) []byte {
-		if b == nil {
-			return nil
-		}
+	alloc := func(n int) []byte {
 		at := len(buf)
-		buf = append(buf, b...)
-		return buf[at:len(buf):len(buf)]
+		buf = buf[:at+n]
+		return buf[at : at : at+n]
 	}
 	out := make([]record.Record, len(recs))
 	for i := range recs {
-		out[i] = recs[i]
-		out[i].Key = take(recs[i].Key)
-		out[i].Payload = take(recs[i].Payload)
-		for j := range out[i].Headers { // the header slice is the decoder's own
-			out[i].Headers[j].Value = take(out[i].Headers[j].Value)
-		}
+		out[i] = record.Clone(&recs[i], alloc)
 	}
 	return out
 }

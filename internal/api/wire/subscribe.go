@@ -334,9 +334,13 @@ func (c *conn) commit(h wire.Header, d *wire.Decoder) error {
 		offsets[i].Topic = s.topic
 	}
 	corr := h.Corr
+	if err := c.acquire(c.commits); err != nil { // at most maxCommits at once
+		return err
+	}
 	c.subsWG.Add(1)
 	go func() { // a commit waits for replication: not on the reader
 		defer c.subsWG.Done()
+		defer func() { <-c.commits }()
 		if err := s.bs.Commit(offsets); err != nil {
 			c.queueError(corr, toWire(err, false))
 		} else {
