@@ -85,6 +85,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.Int64Var(&cfg.Broker.MaxDiskBytes, "max-disk-bytes", 0, "quota on all partition logs; beyond it publishes get RESOURCE_EXHAUSTED (0: none)")
 	f.Int64Var(&cfg.Broker.MaxQueueBytes, "max-queue-bytes", 64<<20, "publish bytes queued per partition; beyond it a publish waits up to 10s, then gets RESOURCE_EXHAUSTED")
 	f.Int64Var(&cfg.Broker.TailCacheBytes, "tail-cache-bytes", 16<<20, "RAM per partition for the newest records (live readers)")
+	f.Int64Var(&cfg.Broker.PageCacheBytes, "page-cache-bytes", 64<<20, "page cache per partition for the newest log bytes; older bytes are dropped from it once fsynced, and reads of them do not keep them (-1: leave it to the kernel)")
 	f.IntVar(&cfg.Broker.RingRecords, "ring-records", 65536, "performance-mode records kept in RAM per partition")
 	f.Int64Var(&cfg.Broker.RingBytes, "ring-bytes", 64<<20, "performance-mode bytes kept in RAM per partition")
 	f.DurationVar(&cfg.Broker.RetentionCheck, "retention-check", 30*time.Second, "how often retention deletes old segments")

@@ -142,6 +142,11 @@ type Config struct {
 	// TailCacheBytes is the RAM per partition kept for live readers
 	// (default 16 MiB).
 	TailCacheBytes int64
+	// PageCacheBytes is how much of each partition's newest log stays in
+	// the operating system's page cache; older bytes are dropped once
+	// fsynced (partlog.Options.CacheBytes; default 64 MiB, negative:
+	// left to the kernel).
+	PageCacheBytes int64
 	// RingRecords and RingBytes bound each partition's in-memory ring of
 	// performance records (defaults 65536 and 64 MiB).
 	RingRecords int

@@ -71,7 +71,7 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 		Duplicate: func() { b.m.duplicates.WithLabelValues(p.label).Inc() },
 	}, b.partitionDir(t.dirName(), id), replication.LogOptions{
 		SegmentBytes: t.config().SegmentBytes, RetentionAge: t.config().RetentionAge, RetentionBytes: t.config().RetentionBytes,
-		DedupWindow: b.cfg.DedupWindow, DedupMaxBatches: b.cfg.DedupMaxBatches,
+		DedupWindow: b.cfg.DedupWindow, DedupMaxBatches: b.cfg.DedupMaxBatches, CacheBytes: b.cfg.PageCacheBytes,
 	}, b.meta, b.cl.Transport())
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s/%d: %w", t.name, id, err)

@@ -255,6 +255,7 @@ func (l *Log) Sync() error {
 	}
 	l.dirty = false
 	l.synced.Store(l.next.Load())
+	l.evict()
 	return nil
 }
 

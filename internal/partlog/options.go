@@ -17,6 +17,9 @@ const (
 	MaxSegmentBytes = 1 << 30
 	// MaxWriteBufferBytes bounds the per-log write buffer.
 	MaxWriteBufferBytes = 64 << 20
+	// DefaultCacheBytes is the page-cache window a log keeps (see
+	// Options.CacheBytes).
+	DefaultCacheBytes = 64 << 20
 )
 
 // Options configure a Log. The zero value of each field means its default.
@@ -39,6 +42,12 @@ type Options struct {
 	// size and written with one system call when it is full or on Sync.
 	// Default DefaultWriteBufferBytes; at most MaxWriteBufferBytes.
 	WriteBufferBytes int
+	// CacheBytes: the newest CacheBytes of the log stay in the operating
+	// system's page cache; older bytes are dropped from it once fsynced,
+	// and reading them drops what was read (see cache.go). 0 means
+	// DefaultCacheBytes; a negative value leaves the page cache to the
+	// kernel.
+	CacheBytes int64
 	// Logger receives recovery reports; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -65,6 +74,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WriteBufferBytes == 0 {
 		o.WriteBufferBytes = DefaultWriteBufferBytes
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

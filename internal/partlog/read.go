@@ -93,6 +93,7 @@ func (v segView) collect(dst []byte, pos int64, h BatchHeader, maxBytes int, lim
 	if err := v.seg.readAt(buf, pos); err != nil {
 		return dst, err
 	}
+	v.seg.dropBehind(pos+int64(n), pos+int64(n) == v.readable)
 	end, next := 0, h.BaseOffset
 	for end < len(buf) {
 		bh, err := record.ParseBatch(buf[end:])

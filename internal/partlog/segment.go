@@ -47,6 +47,11 @@ type segment struct {
 	dir  string   // immutable
 	f    *os.File // the .log file, read-write; closed with the last reference
 	refs atomic.Int32
+	// evicted: bytes [0, evicted) were dropped from the page cache by the
+	// writer (see evict); readers drop what they read below it. Written by
+	// the writer only; evictedAll once the whole segment was dropped.
+	// readDropped: readers dropped [0, readDropped) again (dropBehind).
+	evicted, readDropped atomic.Int64
 	// maxTS is the newest record timestamp in the segment, buffered batches
 	// included (math.MinInt64 while empty). Written by the writer only.
 	maxTS atomic.Int64

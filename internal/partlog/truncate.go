@@ -94,6 +94,8 @@ func (l *Log) cutFiles(seg *segment, removed []*segment, kept scanResult) error 
 	l.size.Add(kept.pos - seg.size)
 	seg.size, seg.end, seg.pending = kept.pos, kept.next, nil
 	seg.maxTS.Store(kept.maxTS)
+	seg.evicted.Store(min(seg.evicted.Load(), kept.pos))
+	seg.readDropped.Store(min(seg.readDropped.Load(), kept.pos))
 	l.active = seg
 	if err := seg.f.Truncate(kept.pos); err != nil {
 		errs = append(errs, fmt.Errorf("truncate %s: %w", seg.path(logSuffix), err))
