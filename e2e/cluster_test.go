@@ -219,9 +219,11 @@ func TestClusterReplicatesAndFailsOver(t *testing.T) {
 	checkReplicas("after the old leader's restart")
 	t.Logf("%d acknowledged records on all three nodes, byte-identical", len(acked))
 
-	// hermes cluster status --json names the true leader and the replicas.
+	// hermes cluster status --json names the true leader and the replicas;
+	// --addr takes a list, whose first reachable node answers.
 	current, _ := publishToLeader(t, cs, live, "replicated", newIDs(1))
-	out, err := exec.Command(testcluster.Binary(t), "cluster", "status", "--json", "--addr", nodes[0].GRPCAddr).Output()
+	addrs := testcluster.FreeAddr(t) + "," + nodes[0].GRPCAddr + "," + nodes[1].GRPCAddr
+	out, err := exec.Command(testcluster.Binary(t), "cluster", "status", "--json", "--addr", addrs).Output()
 	if err != nil {
 		t.Fatalf("hermes cluster status: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -290,4 +291,27 @@ func TestRestErrorStatuses(t *testing.T) {
 	}
 	// The server's own endpoints are still there.
 	c.do("GET", "/healthz", nil, http.StatusOK, nil)
+}
+
+// A client that announces a body and sends it too slowly has its
+// connection closed after --http-body-timeout; the node serves the others
+// meanwhile.
+func TestRestSlowBodyIsCut(t *testing.T) {
+	node := testcluster.StartNode(t, "--http-body-timeout", "1s")
+	c := restClient{t: t, base: "http://" + node.HTTPAddr}
+	c.do("POST", "/v1/topics", map[string]any{"name": "t"}, http.StatusCreated, nil)
+	conn, err := net.Dial("tcp", node.HTTPAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/topics/t/records HTTP/1.1\r\nHost: hermes\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"payload\": ")
+	c.do("GET", "/v1/topics/t", nil, http.StatusOK, nil) // others are served meanwhile
+	conn.SetReadDeadline(time.Now().Add(8 * time.Second))
+	start := time.Now()
+	_, err = io.Copy(io.Discard, conn) // an error answer, then the close
+	if err != nil {
+		t.Fatalf("the slow body's connection was not closed within %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	t.Logf("closed after %v", time.Since(start).Round(time.Millisecond))
 }

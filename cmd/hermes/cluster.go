@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -175,8 +177,25 @@ a move cannot finish because its new node died.`,
 	return cmd
 }
 
-// call runs one admin call against the node at addr.
+// call runs one admin call against the node at addr, or against the
+// first node of a comma-separated list that can be reached (as --addr
+// takes for every command).
 func (f *brokerFlags) call(ctx context.Context, addr string, call func(pb.HermesClient) error) error {
+	var err error
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		err = f.callOne(ctx, a, call)
+		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// callOne runs one admin call against the node at addr.
+func (f *brokerFlags) callOne(ctx context.Context, addr string, call func(pb.HermesClient) error) error {
 	creds, err := f.grpcCreds()
 	if err != nil {
 		return err

@@ -113,6 +113,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long a graceful stop may take")
+	f.DurationVar(&cfg.HTTPBodyTimeout, "http-body-timeout", 10*time.Second, "how long an HTTP client may take to send a request's body; a slower one's connection is closed")
 	return cmd
 }
 

@@ -215,6 +215,10 @@ type API interface {
 	NodeID() uint64
 	// Ready reports whether the node serves requests.
 	Ready() bool
+	// Draining is closed when the node starts a graceful stop: streams
+	// (publish streams, subscriptions) answer what they accepted and end
+	// with ErrUnavailable.
+	Draining() <-chan struct{}
 }
 
 var _ API = (*Broker)(nil)

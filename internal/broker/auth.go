@@ -219,6 +219,7 @@ func (b *Broker) bootstrapUser() {
 	}
 	for {
 		if _, ok := b.authn.state.Load().users[name]; ok {
+			b.userReady.Store(true)
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -226,6 +227,7 @@ func (b *Broker) bootstrapUser() {
 			&pb.Command{Kind: &pb.Command_PutUser{PutUser: &pb.PutUser{Name: name, Credentials: creds, Create: true}}}, "user", name)
 		cancel()
 		if err == nil || errors.Is(err, ErrAlreadyExists) {
+			b.userReady.Store(true)
 			return
 		}
 		select {

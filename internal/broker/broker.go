@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -38,6 +39,16 @@ type Broker struct {
 	mu     sync.RWMutex
 	topics map[string]*topic // guarded by mu
 	closed bool              // guarded by mu
+
+	// metaSynced: this node caught up with the metadata group once since
+	// it started (it knows every topic, user and group created before);
+	// userReady: the bootstrap user exists (or none is configured). Both
+	// only go from false to true; Ready needs both.
+	metaSynced, userReady atomic.Bool
+
+	// draining is closed by Drain (once: drainOnce).
+	draining  chan struct{}
+	drainOnce sync.Once
 
 	groups *groupManager
 
@@ -92,7 +103,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{
 		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), meta: ms,
-		topics: make(map[string]*topic), stop: make(chan struct{}),
+		topics: make(map[string]*topic), stop: make(chan struct{}), draining: make(chan struct{}),
 		subs: make(map[session]struct{}), authn: newAuthn(), audit: cfg.Logger.With("log", "audit"),
 	}
 	b.groups = newGroupManager(b)
@@ -133,6 +144,8 @@ func (b *Broker) open() error {
 	if b.cfg.Auth.BootstrapUser != "" {
 		b.wg.Add(1)
 		go b.bootstrapUser()
+	} else {
+		b.userReady.Store(true)
 	}
 	return nil
 }
@@ -214,24 +227,41 @@ func (b *Broker) NodeID() uint64 { return b.cfg.Cluster.NodeID }
 // RaftAddr is the node-to-node address this node listens at.
 func (b *Broker) RaftAddr() string { return b.cfg.Cluster.RaftAddr }
 
-// Ready reports whether the broker serves requests.
+// Ready reports whether the broker serves requests: it is open, it has
+// caught up with the metadata group since it started (so it answers for
+// every topic created before, never "not found" for one it has not
+// learned yet), and the bootstrap user exists if one is configured. A
+// node started to join a running cluster (Config.Cluster.Join) is ready
+// to be added as soon as it is open.
 func (b *Broker) Ready() bool {
 	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return !b.closed
+	closed := b.closed
+	b.mu.RUnlock()
+	switch {
+	case closed:
+		return false
+	case b.metaSynced.Load() && b.userReady.Load():
+		return true
+	}
+	return b.cfg.Cluster.Join && !slices.Contains(b.cl.Meta().Voters(), b.cfg.Cluster.NodeID)
 }
 
 // topic looks a topic up; a miss first catches up with the metadata group
-// (another node may have created it a moment ago), then looks again.
+// (another node may have created it a moment ago), then looks again. A
+// node that cannot catch up (no metadata leader yet, as right after every
+// node restarted) does not know that the topic is missing: it answers a
+// retriable ErrUnavailable, never a final ErrTopicNotFound.
 func (b *Broker) topic(name string) (*topic, error) {
 	t, err := b.lookupTopic(name)
 	if errors.Is(err, ErrTopicNotFound) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		serr := b.cl.Meta().Sync(ctx)
 		cancel()
-		if serr == nil {
-			return b.lookupTopic(name)
+		if serr != nil {
+			return nil, &kindError{kind: ErrUnavailable, retryAfter: metadataRetry,
+				msg: fmt.Sprintf("topic %q is not known to this node, which cannot reach the metadata leader to learn whether it exists: %v", name, serr)}
 		}
+		return b.lookupTopic(name)
 	}
 	return t, err
 }
@@ -459,6 +489,21 @@ func (b *Broker) diskUsage() int64 {
 	}
 	return n
 }
+
+// Drain is the first step of a graceful stop: the node hands the
+// leadership of its partitions and of the metadata group to caught-up
+// replicas (bounded by ctx), then ends every subscription and publish
+// stream with a retriable ErrUnavailable, so that clients go on with the
+// other nodes at once. Requests already accepted are still answered.
+// Close comes after.
+func (b *Broker) Drain(ctx context.Context) {
+	b.cl.HandOver(ctx)
+	b.drainOnce.Do(func() { close(b.draining) })
+	b.EndSubscriptions()
+}
+
+// Draining is closed once Drain ends the streams.
+func (b *Broker) Draining() <-chan struct{} { return b.draining }
 
 // EndSubscriptions ends every open subscription (their Poll returns
 // ErrUnavailable), so a server can stop without waiting for streams that

@@ -169,6 +169,7 @@ func (b *Broker) sweepLater() {
 		err := b.cl.Meta().Sync(ctx)
 		cancel()
 		if err == nil {
+			b.metaSynced.Store(true)
 			break
 		}
 		select {

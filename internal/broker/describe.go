@@ -114,7 +114,9 @@ func (b *Broker) describeGroupHere(name string) (*GroupDescription, error) {
 				gp.Committed, gp.PendingAcks = pr.committed, pr.pending
 			}
 			_, gp.HighWatermark = p.offsets()
-			gp.Lag = gp.HighWatermark - max(gp.Committed, 0)
+			// A replica that restarted may not know its high watermark
+			// yet: lag is never negative.
+			gp.Lag = max(gp.HighWatermark-max(gp.Committed, 0), 0)
 			d.Partitions = append(d.Partitions, gp)
 		}
 	}

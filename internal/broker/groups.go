@@ -659,7 +659,7 @@ func (m *groupManager) updateLag() {
 			continue
 		}
 		_, hw := t.partitions()[l.tp.partition].offsets()
-		m.b.m.consumerLag.WithLabelValues(l.group, l.tp.topic, strconv.Itoa(int(l.tp.partition))).Set(float64(hw - l.off))
+		m.b.m.consumerLag.WithLabelValues(l.group, l.tp.topic, strconv.Itoa(int(l.tp.partition))).Set(float64(max(hw-l.off, 0)))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -104,6 +105,10 @@ type Node struct {
 	tr   *replication.GRPCTransport
 	srv  *grpc.Server
 	meta *MetaGroup
+
+	// handingOver is set by HandOver: the node is about to stop, so it
+	// no longer takes leadership back through leader balancing.
+	handingOver atomic.Bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -230,6 +235,48 @@ func (n *Node) Stop() {
 	close(n.stop)
 	n.wg.Wait()
 	n.meta.Close()
+}
+
+// handOverPoll is how often HandOver looks at the groups it still leads.
+const handOverPoll = 20 * time.Millisecond
+
+// HandOver is the first step of a graceful stop: it hands the leadership
+// of every group this node leads (the metadata group and partitions) to a
+// voter that is fully caught up, and returns once this node leads no
+// group that has another voter, or when ctx ends. Clients then find the
+// new leaders while this node still answers, instead of waiting for an
+// election timeout after it is gone. A single node has nobody to hand
+// over to and returns at once.
+func (n *Node) HandOver(ctx context.Context) {
+	n.handingOver.Store(true)
+	for {
+		led := 0
+		for _, r := range n.host.Replicas() {
+			voters := r.Voters()
+			if r.Leader() != n.cfg.NodeID || len(voters) < 2 {
+				continue
+			}
+			led++
+			lag, ok := r.Progress()
+			if !ok {
+				continue
+			}
+			for _, v := range voters {
+				if l, known := lag[v]; v != n.cfg.NodeID && known && l == 0 && r.TransferLeadership(v) {
+					break
+				}
+			}
+		}
+		if led == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			n.log.Warn("stopping while still leading groups: no voter was caught up in time", "groups", led)
+			return
+		case <-time.After(handOverPoll):
+		}
+	}
 }
 
 // Close stops the node-to-node listener and the transport.
@@ -359,6 +406,9 @@ const leaderBalanceInterval = 3 * time.Second
 // is not preferred hands over to the preferred replica once it has caught
 // up.
 func (n *Node) balanceLeaders() {
+	if n.handingOver.Load() {
+		return
+	}
 	for _, t := range n.meta.Topics() {
 		for p, replicas := range t.Replicas {
 			if t.Target(p) != nil || len(replicas) == 0 || replicas[0] == n.cfg.NodeID {

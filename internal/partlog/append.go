@@ -233,9 +233,9 @@ func (l *Log) publish(readable int64) {
 // durable and SyncedOffset() == NextOffset(). This is the group commit
 // point: append many batches, then Sync once.
 //
-// Index files are written but not fsynced here: the last segment's are
-// rebuilt by Open anyway, and an older segment's are fsynced when it is
-// rolled. Writer only. Errors: ErrClosed; the sticky write error.
+// Index files are not written here: the active segment's index lives in
+// memory (Open rebuilds the last segment's by a scan) and is written and
+// fsynced whole when the segment is rolled (sealIndex). Writer only. Errors: ErrClosed; the sticky write error.
 func (l *Log) Sync() error {
 	if err := l.writable(); err != nil {
 		return err
@@ -247,9 +247,6 @@ func (l *Log) Sync() error {
 		return nil
 	}
 	seg := l.active
-	if err := seg.writeIndex(); err != nil {
-		return l.fail(err)
-	}
 	if err := seg.f.Sync(); err != nil {
 		return l.fail(fmt.Errorf("sync %s: %w", seg.path(logSuffix), err))
 	}
@@ -259,21 +256,15 @@ func (l *Log) Sync() error {
 	return nil
 }
 
-// roll syncs the active segment with its index files, which will not
-// change again (so Open can trust them), and starts a new segment at base.
+// roll syncs the active segment and writes its index files, which will
+// not change again (so Open can trust them), and starts a new segment at
+// base.
 // The new segment's data can thus never be durable before the old one's.
 func (l *Log) roll(base int64) error {
 	if err := l.Sync(); err != nil {
 		return err
 	}
-	old := l.active
-	if err := old.writeIndex(); err != nil {
-		return l.fail(err)
-	}
-	if err := old.syncIndex(); err != nil {
-		return l.fail(err)
-	}
-	if err := old.closeIndexFiles(); err != nil {
+	if err := l.active.sealIndex(); err != nil {
 		return l.fail(err)
 	}
 	seg, err := createSegment(l.dir, base)

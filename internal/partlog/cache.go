@@ -28,6 +28,14 @@ import (
 // time, so that a Sync of a few records is not also a system call.
 const evictChunk = 1 << 20
 
+// evictSlack: each drop starts this far before the end of the previous
+// one. The kernel keeps a cached folio (up to a few MiB) that is not
+// wholly inside the range it is asked to drop, so a range starting
+// exactly at the previous end would leave the folio across it behind;
+// starting from the segment's start instead would also drop, again and
+// again, what the readahead of a reader far behind has just brought in.
+const evictSlack = 4 << 20
+
 // evict drops from the page cache what lies more than CacheBytes behind
 // the end of the log. Everything readable is durable when it is called
 // (after an fsync), and fadvise never drops dirty pages anyway. Writer
@@ -49,16 +57,15 @@ func (l *Log) evict() {
 		if from >= to {
 			return // this one and every older segment are dropped already
 		}
-		// The kernel keeps a cached folio (up to a few MiB) that is not
-		// wholly inside the range, so each call starts from the
-		// segment's start, and a segment wholly behind the window is
-		// dropped to its end (length 0).
+		// A segment wholly behind the window is dropped to its end
+		// (length 0), folios across its end included.
 		switch {
 		case s != l.active && to == s.readable:
-			dropCache(s.f, 0, 0)
+			dropCache(s.f, max(0, from-evictSlack), 0)
 			s.evicted.Store(evictedAll)
 		case to-from >= evictChunk:
-			dropCache(s.f, 0, to)
+			lo := max(0, from-evictSlack)
+			dropCache(s.f, lo, to-lo)
 			s.evicted.Store(to)
 		}
 	}
@@ -80,7 +87,8 @@ func (s *segment) dropBehind(end int64, atEnd bool) {
 	}
 	end = min(end, ev)
 	if last := s.readDropped.Load(); end-last >= evictChunk && s.readDropped.CompareAndSwap(last, end) {
-		dropCache(s.f, 0, end)
+		lo := max(0, last-evictSlack)
+		dropCache(s.f, lo, end-lo)
 	}
 }
 

@@ -4,7 +4,9 @@
 // A partition is a directory of segments. A segment is a .log file of
 // batches (format in batch.go, also the wire format clients send) named by
 // its base offset in 20 digits, with a sparse offset index (.index) and a
-// time index (.timeindex) beside it (index.go). Appends are buffered and
+// time index (.timeindex) beside it (index.go), written when the segment
+// is rolled: the active segment's index is in memory only, so a partition
+// holds one open file per segment and no index file. Appends are buffered and
 // made durable by Sync, the group-commit point; segments roll at
 // Options.SegmentBytes; EnforceRetention deletes whole old segments; Open
 // recovers a torn or corrupt tail of the last segment by cutting it.

@@ -122,6 +122,26 @@ func (s *segment) rewriteIndex() error {
 	return nil
 }
 
+// sealIndex writes the segment's index files whole and fsyncs them, when
+// it stops being the active segment (roll): from then on Open trusts
+// them. The active segment's index lives in memory only (Open rebuilds
+// the last segment's by a scan), so a partition keeps no index file
+// open and a Sync writes nothing but its batches.
+func (s *segment) sealIndex() error {
+	if err := s.openIndexFiles(true); err != nil {
+		return err
+	}
+	s.idxWritten = 0
+	err := s.writeIndex()
+	if err == nil {
+		err = s.syncIndex()
+	}
+	if err = errors.Join(err, s.closeIndexFiles()); err != nil {
+		return fmt.Errorf("partlog: seal index of %s: %w", s.path(logSuffix), err)
+	}
+	return nil
+}
+
 // syncIndex fsyncs the open index files.
 func (s *segment) syncIndex() error {
 	if err := s.idx.Sync(); err != nil {

@@ -82,7 +82,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirDurable(dir); err != nil {
 		return nil, fmt.Errorf("partlog: create %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, opts: opts}
@@ -200,10 +200,6 @@ func (l *Log) Close() error {
 	if err == nil {
 		err = l.Sync()
 	}
-	if err == nil {
-		err = l.active.syncIndex()
-	}
-	err = errors.Join(err, l.active.closeIndexFiles())
 	l.closed.Store(true)
 	l.mu.Lock()
 	segs := l.segs

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -371,5 +373,62 @@ func TestDelete(t *testing.T) {
 	}
 	if _, err := os.Stat(f.dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("dir still there: %v", err)
+	}
+}
+
+// Open fsyncs the parent of every directory it creates, so that a new
+// log's directories survive a power failure.
+func TestOpenSyncsNewDirectories(t *testing.T) {
+	root := t.TempDir()
+	var synced []string
+	syncDirHook = func(dir string) { synced = append(synced, dir) }
+	t.Cleanup(func() { syncDirHook = nil })
+	dir := filepath.Join(root, "topics", "t@1", "0")
+	l, err := Open(dir, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, want := range []string{root, filepath.Join(root, "topics"), filepath.Join(root, "topics", "t@1"), dir} {
+		if !slices.Contains(synced, want) {
+			t.Errorf("%s was not fsynced (fsynced: %v)", want, synced)
+		}
+	}
+}
+
+// openFilesIn counts this process's open files under dir.
+func openFilesIn(t *testing.T, dir string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, dir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// A log holds one open file per segment, no index file: the active
+// segment's index lives in memory and is written when the segment rolls.
+func TestOneOpenFilePerSegment(t *testing.T) {
+	f := newFixture(t, Options{SegmentBytes: 1 << 20})
+	f.appendMany(100, 100)
+	if n := openFilesIn(t, f.dir); n != 1 {
+		t.Fatalf("one segment: %d files open, want 1", n)
+	}
+	for f.l.Segments() < 3 {
+		f.appendMany(1000, 1000)
+	}
+	if n, want := openFilesIn(t, f.dir), f.l.Segments(); n != want {
+		t.Fatalf("%d segments: %d files open, want %d", want, n, want)
+	}
+	f.reopen()
+	f.check()
+	if n, want := openFilesIn(t, f.dir), f.l.Segments(); n != want {
+		t.Fatalf("reopened, %d segments: %d files open, want %d", want, n, want)
 	}
 }

@@ -81,10 +81,7 @@ func (l *Log) recoverLast(seg *segment, size int64) error {
 		return fmt.Errorf("partlog: sync %s: %w", seg.path(logSuffix), err)
 	}
 	seg.setScanned(res)
-	if err := seg.openIndexFiles(true); err != nil {
-		return err
-	}
-	return seg.rewriteIndex()
+	return nil // its index is written when it is sealed (see sealIndex)
 }
 
 // loadOlder opens the index of a segment that is not the last, checks it

@@ -68,7 +68,7 @@ type segment struct {
 	end        int64        // offset after the last batch, buffered included
 	pending    []indexEntry // entries of batches not yet published
 	idxWritten int          // entries already written to the index files
-	idx, tidx  *os.File     // the index files; open only while active
+	idx, tidx  *os.File     // the index files; open only while they are written (sealIndex, rewriteIndex)
 }
 
 func (s *segment) path(suffix string) string {
@@ -89,12 +89,7 @@ func createSegment(dir string, base int64) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partlog: create segment: %w", err)
 	}
-	s := newSegment(dir, base, f)
-	if err := s.openIndexFiles(true); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return s, nil
+	return newSegment(dir, base, f), nil
 }
 
 // openSegment opens the .log file of an existing segment and returns it
@@ -177,9 +172,38 @@ func (s *segment) readAt(b []byte, pos int64) error {
 	return fmt.Errorf("partlog: read %s: %w", s.path(logSuffix), err)
 }
 
+// mkdirDurable creates dir and its missing parents, fsyncing the parent
+// of each directory it creates: a new partition's directories (and the
+// topic's) then survive a power failure right after their creation.
+func mkdirDurable(dir string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirDurable(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}
+
+// syncDirHook, when set (by tests), is told of every directory syncDir
+// fsyncs.
+var syncDirHook func(dir string)
+
 // syncDir fsyncs a directory so that file creations and deletions in it
 // are durable.
 func syncDir(dir string) error {
+	if syncDirHook != nil {
+		syncDirHook(dir)
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("partlog: sync dir: %w", err)

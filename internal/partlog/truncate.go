@@ -83,9 +83,6 @@ func (l *Log) publishCut(i int, pos, offset int64, entries []indexEntry) []*segm
 // file and rewrites its indexes, making seg the active segment.
 func (l *Log) cutFiles(seg *segment, removed []*segment, kept scanResult) error {
 	var errs []error
-	if seg != l.active {
-		errs = append(errs, l.active.closeIndexFiles(), seg.openIndexFiles(false))
-	}
 	for _, s := range removed {
 		errs = append(errs, s.remove())
 		l.size.Add(-s.size)
@@ -100,7 +97,9 @@ func (l *Log) cutFiles(seg *segment, removed []*segment, kept scanResult) error 
 	if err := seg.f.Truncate(kept.pos); err != nil {
 		errs = append(errs, fmt.Errorf("truncate %s: %w", seg.path(logSuffix), err))
 	}
-	errs = append(errs, seg.rewriteIndex())
+	// seg is the active segment now: its index lives in memory until it
+	// is sealed again; index files it had are rewritten then, and Open
+	// does not read the last segment's.
 	if err := seg.f.Sync(); err != nil {
 		errs = append(errs, fmt.Errorf("sync %s: %w", seg.path(logSuffix), err))
 	}

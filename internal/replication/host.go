@@ -29,6 +29,17 @@ func (h *Host) Remove(group string) {
 	delete(h.groups, group)
 }
 
+// Replicas returns every replica hosted here.
+func (h *Host) Replicas() []*Replica {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	rs := make([]*Replica, 0, len(h.groups))
+	for _, r := range h.groups {
+		rs = append(rs, r)
+	}
+	return rs
+}
+
 // Replica returns the replica of group on this node, or nil.
 func (h *Host) Replica(group string) *Replica {
 	h.mu.RLock()

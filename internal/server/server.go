@@ -3,6 +3,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -29,7 +30,6 @@ import (
 	"github.com/hermes-mq/hermes/internal/bufpool"
 	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/internal/tlsconf"
-	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
 // Config is a node's configuration.
@@ -42,6 +42,11 @@ type Config struct {
 	Limits   grpcapi.StreamLimits
 	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP address.
 	Pprof bool
+	// HTTPBodyTimeout bounds how long a client may take to send an HTTP
+	// request's body (default DefaultHTTPBodyTimeout): a client that
+	// sends it slowly, or stops, gets its connection closed instead of
+	// holding it.
+	HTTPBodyTimeout time.Duration
 	// AdvertiseGRPCAddr and AdvertiseHTTPAddr are the addresses other
 	// nodes and clients reach this node at, when they differ from the
 	// listen addresses (e.g. listening on 0.0.0.0 in a container).
@@ -185,13 +190,15 @@ func Start(cfg Config) (*Server, error) {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(clientTLS)))
 	}
 	s.grpc = grpc.NewServer(append(creds,
+		grpcapi.ServerCodec(),
 		grpc.MaxRecvMsgSize(grpcapi.MaxMessageBytes),
 		grpc.MaxSendMsgSize(grpcapi.MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)...)
-	pb.RegisterHermesServer(s.grpc, svc)
-	s.http = &http.Server{Handler: s.httpHandler(reg), ReadHeaderTimeout: 10 * time.Second, TLSConfig: clientTLS}
+	grpcapi.Register(s.grpc, svc)
+	bodyTimeout := cmp.Or(cfg.HTTPBodyTimeout, DefaultHTTPBodyTimeout)
+	s.http = &http.Server{Handler: bodyDeadline(s.httpHandler(reg), bodyTimeout), ReadHeaderTimeout: 10 * time.Second, TLSConfig: clientTLS}
 	go func() { s.serveErr <- s.grpc.Serve(s.grpcLis) }()
 	go func() {
 		var err error
@@ -341,12 +348,19 @@ func (s *Server) Broker() *broker.Broker { return s.broker }
 // Err is closed with a value when a listener fails.
 func (s *Server) Err() <-chan error { return s.serveErr }
 
-// Shutdown stops accepting requests, lets running calls finish until ctx
-// ends (then cuts them off), and closes the broker so every acknowledged
-// write is on disk.
+// handOverTimeout bounds how long a stopping node waits for caught-up
+// replicas to take over the groups it leads.
+const handOverTimeout = 2 * time.Second
+
+// Shutdown hands the node's leaderships over, ends its streams (clients
+// go on with other nodes), stops accepting requests, lets running calls
+// finish until ctx ends (then cuts them off), and closes the broker so
+// every acknowledged write is on disk.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("hermes shutting down")
-	s.broker.EndSubscriptions()
+	hctx, hcancel := context.WithTimeout(ctx, handOverTimeout)
+	s.broker.Drain(hctx)
+	hcancel()
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

@@ -57,9 +57,7 @@ func StartLinkedCluster(t testing.TB, n int, args ...string) *Cluster {
 		nd.RaftAddr = raft[i]
 		c.Nodes = append(c.Nodes, nd)
 	}
-	for _, nd := range c.Nodes {
-		nd.Start()
-	}
+	StartAll(c.Nodes...)
 	return c
 }
 

@@ -209,9 +209,7 @@ func StartCluster(t testing.TB, n int, args ...string) []*Node {
 		nodes[i] = newNode(t, nodeArgs...)
 		nodes[i].RaftAddr = raft[i]
 	}
-	for _, nd := range nodes {
-		nd.Start()
-	}
+	StartAll(nodes...)
 	return nodes
 }
 
@@ -258,8 +256,57 @@ func FreeAddr(t testing.TB) string {
 }
 
 // Start starts the process (again, after Kill or Stop) on the same data
-// directory and ports, and waits until /readyz answers.
+// directory and ports, and waits until /readyz answers. A node is ready
+// once it has caught up with the metadata group, which needs a quorum:
+// start the nodes of a stopped cluster with StartAll.
 func (n *Node) Start() {
+	n.t.Helper()
+	n.waitReady(n.launch())
+}
+
+// StartAll starts the processes of nodes at once, then waits until each
+// is ready: as a cluster must start, since none is ready before a
+// quorum of them runs.
+func StartAll(nodes ...*Node) {
+	exited := make([]<-chan struct{}, len(nodes))
+	for i, n := range nodes {
+		n.t.Helper()
+		exited[i] = n.launch()
+	}
+	for i, n := range nodes {
+		n.waitReady(exited[i])
+	}
+}
+
+// Launch starts the process without waiting for it to be ready (see
+// WaitReady).
+func (n *Node) Launch() {
+	n.t.Helper()
+	n.launch()
+}
+
+// WaitReady waits until /readyz answers 200, failing the test if the
+// process exits or 30 s pass.
+func (n *Node) WaitReady() {
+	n.t.Helper()
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	n.waitReady(exited)
+}
+
+// Ready reports whether /readyz answers 200 now.
+func (n *Node) Ready() bool {
+	resp, err := n.probeClient(time.Second).Get(n.HTTPURL() + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// launch starts the process and returns a channel closed when it exits.
+func (n *Node) launch() <-chan struct{} {
 	n.t.Helper()
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -281,7 +328,7 @@ func (n *Node) Start() {
 	n.mu.Lock()
 	n.cmd, n.exited = cmd, exited
 	n.mu.Unlock()
-	n.waitReady(exited)
+	return exited
 }
 
 func (n *Node) waitReady(exited <-chan struct{}) {
@@ -365,6 +412,23 @@ func (n *Node) Stop() {
 	case <-ch:
 	case <-time.After(15 * time.Second):
 		n.Kill()
+	}
+}
+
+// ExitCode is the exit status of the node's last process, once it has
+// exited (-1 before, or when a signal ended it).
+func (n *Node) ExitCode() int {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return -1
+	}
+	select {
+	case <-exited:
+		return cmd.ProcessState.ExitCode()
+	default:
+		return -1
 	}
 }
 

@@ -114,7 +114,10 @@ func (l *limits) MutateOperationContext(ctx context.Context, oc *graphql.Operati
 	cost, ok := l.known[op]
 	l.mu.RUnlock()
 	if !ok {
-		cost = l.measure(ctx, oc)
+		var err *gqlerror.Error
+		if cost, err = l.measure(ctx, oc); err != nil {
+			return err
+		}
 		l.mu.Lock()
 		if len(l.known) >= maxKnownOperations {
 			clear(l.known)
@@ -129,7 +132,10 @@ func (l *limits) MutateOperationContext(ctx context.Context, oc *graphql.Operati
 	}
 	n := cost.complexity
 	if !cost.fixed {
-		n = gqlcomplexity.Calculate(ctx, l.es, op, oc.Variables)
+		var err *gqlerror.Error
+		if n, err = l.calculate(ctx, op, oc.Variables); err != nil {
+			return err
+		}
 	}
 	if n > MaxComplexity {
 		err := gqlerror.Errorf("operation has complexity %d, which exceeds the limit of %d", n, MaxComplexity)
@@ -141,14 +147,30 @@ func (l *limits) MutateOperationContext(ctx context.Context, oc *graphql.Operati
 
 // measure measures oc's operation: its depth, and its complexity if no
 // variable can change it (and it is not too deep to be refused anyway).
-func (l *limits) measure(ctx context.Context, oc *graphql.OperationContext) opCost {
+func (l *limits) measure(ctx context.Context, oc *graphql.OperationContext) (opCost, *gqlerror.Error) {
 	op := oc.Operation
 	m := &depthMeter{frags: oc.Doc.Fragments, limit: MaxDepth}
 	cost := opCost{depth: m.depth(op.SelectionSet)}
 	if cost.depth <= MaxDepth && complexityFixed(op) {
-		cost.complexity, cost.fixed = gqlcomplexity.Calculate(ctx, l.es, op, oc.Variables), true
+		n, err := l.calculate(ctx, op, oc.Variables)
+		if err != nil {
+			return cost, err
+		}
+		cost.complexity, cost.fixed = n, true
 	}
-	return cost
+	return cost, nil
+}
+
+// calculate is gqlcomplexity.Calculate, whose walk reads the arguments
+// and panics on a literal that validation let through but that does not
+// parse (an Int64 beyond 64 bits): the client's error, INVALID_ARGUMENT.
+func (l *limits) calculate(ctx context.Context, op *ast.OperationDefinition, vars map[string]any) (n int, gerr *gqlerror.Error) {
+	defer func() {
+		if r := recover(); r != nil {
+			gerr = gqlerror.Errorf("an argument of the operation cannot be read: %v", r)
+		}
+	}()
+	return gqlcomplexity.Calculate(ctx, l.es, op, vars), nil
 }
 
 // weighted names the fields complexity() gives a cost function, which

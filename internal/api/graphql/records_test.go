@@ -3,6 +3,8 @@ package graphql
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +213,34 @@ func TestResourceExhaustedIsRetriable(t *testing.T) {
 	err := ws.operationError(second)
 	if code(err) != "RESOURCE_EXHAUSTED" || err.Extensions["retriable"] != true || err.Extensions["retryAfterMs"] != float64(1000) {
 		t.Fatalf("second subscription: %+v", err)
+	}
+}
+
+// Integer literals out of their scalar's range, inline or in variables,
+// are the client's error (INVALID_ARGUMENT, HTTP 200), never a server
+// fault.
+func TestIntegersOutOfRange(t *testing.T) {
+	e := newEnv(t, broker.Config{})
+	e.createTopic("t", 1)
+	for _, q := range []string{
+		`{ records(topic: "t", partition: 0, offset: 100000000000000000000) { nextOffset } }`,
+		`{ records(topic: "t", partition: 0, offset: -100000000000000000000) { nextOffset } }`,
+		`{ records(topic: "t", partition: 4294967296, offset: 0) { nextOffset } }`,
+		`{ records(topic: "t", partition: 0, offset: 0, limit: 99999999999999999999) { nextOffset } }`,
+		`mutation { commit(group: "g", offsets: [{topic: "t", partition: 0, offset: 100000000000000000000}]) }`,
+	} {
+		r := e.post(q, nil) // 200, or 422 when validation refuses it
+		bad := r.status != http.StatusOK && r.status != http.StatusUnprocessableEntity || len(r.Errors) == 0
+		for _, err := range r.Errors {
+			bad = bad || code(err) != "INVALID_ARGUMENT"
+		}
+		if bad {
+			t.Errorf("%s: status %d, errors %+v; want INVALID_ARGUMENT", q, r.status, r.Errors)
+		}
+	}
+	r := e.post(`query($o: Int64!) { records(topic: "t", partition: 0, offset: $o) { nextOffset } }`,
+		map[string]any{"o": json.Number("100000000000000000000")})
+	if r.status != http.StatusOK || len(r.Errors) != 1 || code(r.Errors[0]) != "INVALID_ARGUMENT" {
+		t.Errorf("variable out of range: status %d, errors %+v; want one INVALID_ARGUMENT", r.status, r.Errors)
 	}
 }

@@ -28,8 +28,8 @@ func serve(t *testing.T) (*brokertest.Fake, pb.HermesClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	pb.RegisterHermesServer(srv, New(f, slog.New(slog.NewTextHandler(io.Discard, nil)), "test", StreamLimits{}))
+	srv := grpc.NewServer(ServerCodec())
+	Register(srv, New(f, slog.New(slog.NewTextHandler(io.Discard, nil)), "test", StreamLimits{}))
 	go srv.Serve(lis)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -39,7 +39,49 @@ func serve(t *testing.T) (*brokertest.Fake, pb.HermesClient) {
 		conn.Close()
 		srv.Stop()
 	})
+	lastConn = conn
 	return f, pb.NewHermesClient(conn)
+}
+
+// lastConn is the connection serve made last (for raw calls).
+var lastConn *grpc.ClientConn
+
+// rawCodec sends []byte messages as they are: bytes that are not
+// protobuf reach the server.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { return nil }
+func (rawCodec) Name() string                       { return "proto" }
+
+// A request that is not protobuf is the client's fault: INVALID_ARGUMENT
+// with the API's error code, on unary calls and on streams, never
+// INTERNAL.
+func TestUndecodableRequestsAreInvalidArgument(t *testing.T) {
+	_, c := serve(t)
+	if _, err := c.CreateTopic(ctxT(t), &pb.CreateTopicRequest{Name: "t", Config: &pb.TopicConfig{Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	garbage := []byte{0xff, 0xff, 0xff, 0xff}
+	err := lastConn.Invoke(ctxT(t), pb.Hermes_DescribeTopic_FullMethodName, garbage, new([]byte), grpc.ForceCodec(rawCodec{}))
+	var info *pb.ErrorInfo
+	for _, d := range status.Convert(err).Details() {
+		info, _ = d.(*pb.ErrorInfo)
+	}
+	if status.Code(err) != codes.InvalidArgument || info == nil || info.Code != pb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+		t.Fatalf("unary call with garbage: %v, want INVALID_ARGUMENT", err)
+	}
+	stream, err := lastConn.NewStream(ctxT(t), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+		pb.Hermes_PublishStream_FullMethodName, grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg(garbage); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.RecvMsg(new([]byte)); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("stream with garbage: %v, want INVALID_ARGUMENT", err)
+	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -169,5 +211,37 @@ func TestSubscribeCreditGoesToTheBroker(t *testing.T) {
 	}
 	if len(grants) != 2 || grants[0].Records != 3 || grants[0].Bytes != 1000 || grants[1].Records != 2 || grants[1].Bytes != 0 {
 		t.Fatalf("the broker was granted %+v; want {3, 1000} then {2, 0}", grants)
+	}
+}
+
+// A publish stream of a node that starts a graceful stop answers the
+// requests it accepted, then ends with UNAVAILABLE (the client goes on
+// with another node) instead of holding the node's stop up.
+func TestPublishStreamEndsWhenTheNodeDrains(t *testing.T) {
+	f, c := serve(t)
+	if _, err := c.CreateTopic(ctxT(t), &pb.CreateTopicRequest{Name: "t", Config: &pb.TopicConfig{Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := c.PublishStream(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := int32(0)
+	for i := range 3 {
+		if err := stream.Send(&pb.PublishRequest{RequestId: uint64(i + 1), Topic: "t", Partition: &p0,
+			Records: []*pb.Record{{Payload: []byte("x")}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		resp, err := stream.Recv()
+		if err != nil || resp.Error != nil || resp.RequestId != uint64(i+1) {
+			t.Fatalf("answer %d: %+v, %v", i+1, resp, err)
+		}
+	}
+	f.Drain()
+	_, err = stream.Recv()
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("after the node drains: %v, want UNAVAILABLE", err)
 	}
 }

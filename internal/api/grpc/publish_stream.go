@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"sync"
 
 	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/pkg/record"
@@ -31,7 +32,21 @@ func (s *Service) PublishStream(stream pb.Hermes_PublishStreamServer) error {
 		}
 		sendDone <- err
 	}()
-	err := s.receivePublishes(ctx, stream, fl, out)
+	var g gate
+	recvDone := make(chan error, 1)
+	go func() { recvDone <- s.receivePublishes(ctx, stream, fl, out, &g) }()
+	var err error
+	select {
+	case err = <-recvDone:
+	case <-s.b.Draining():
+		// The node is stopping: accept no more requests, answer those
+		// accepted, and end the stream so that the client goes on with
+		// another node. The receiving goroutine, blocked in Recv, ends
+		// with the stream.
+		cancel()
+		g.close()
+		err = toStatus(broker.Errorf(broker.ErrUnavailable, "the node is shutting down"))
+	}
 	fl.Wait()  // every accepted request has been answered into out ...
 	close(out) // ... and the sender sends them all before the stream ends
 	if e := <-sendDone; err == nil {
@@ -40,7 +55,33 @@ func (s *Service) PublishStream(stream pb.Hermes_PublishStreamServer) error {
 	return err
 }
 
-func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_PublishStreamServer, fl *broker.Flight, out chan<- *pb.PublishResponse) error {
+// gate lets a stream's receiver accept requests until the stream closes
+// it; close waits for a request being accepted.
+type gate struct {
+	mu     sync.Mutex
+	closed bool
+}
+
+// enter reports whether a request may be accepted; if so the caller
+// accepts it and calls leave.
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+func (g *gate) leave() { g.mu.Unlock() }
+
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_PublishStreamServer, fl *broker.Flight, out chan<- *pb.PublishResponse, g *gate) error {
 	for {
 		req, err := stream.Recv()
 		if err != nil {
@@ -49,31 +90,45 @@ func (s *Service) receivePublishes(ctx context.Context, stream pb.Hermes_Publish
 			}
 			return err
 		}
-		size := int64(len(req.Batch))
-		for _, r := range req.Records {
-			size += int64(len(r.Payload) + len(r.Key))
-		}
-		if !fl.Acquire(ctx, size) {
+		if !g.enter() {
 			return nil
 		}
-		id := req.RequestId
-		answer := func(resp *pb.PublishResponse) {
-			out <- resp
-			fl.Release(size)
+		ok := s.accept(ctx, stream, req, fl, out)
+		g.leave()
+		if !ok {
+			return nil
 		}
-		breq, err := publishRequest(req)
+	}
+}
+
+// accept starts the publish of one request, whose answer goes to out; it
+// returns false when the stream ends before the flight bound lets it in.
+func (s *Service) accept(ctx context.Context, stream pb.Hermes_PublishStreamServer, req *pb.PublishRequest, fl *broker.Flight, out chan<- *pb.PublishResponse) bool {
+	size := int64(len(req.Batch))
+	for _, r := range req.Records {
+		size += int64(len(r.Payload) + len(r.Key))
+	}
+	if !fl.Acquire(ctx, size) {
+		return false
+	}
+	id := req.RequestId
+	answer := func(resp *pb.PublishResponse) {
+		out <- resp
+		fl.Release(size)
+	}
+	breq, err := publishRequest(req)
+	if err != nil {
+		answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})
+		return true
+	}
+	s.b.PublishAsync(stream.Context(), breq, func(res *broker.PublishResult, err error) {
 		if err != nil {
 			answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})
-			continue
+			return
 		}
-		s.b.PublishAsync(stream.Context(), breq, func(res *broker.PublishResult, err error) {
-			if err != nil {
-				answer(&pb.PublishResponse{RequestId: id, Error: errorInfo(err)})
-				return
-			}
-			answer(publishResponse(id, res))
-		})
-	}
+		answer(publishResponse(id, res))
+	})
+	return true
 }
 
 func batchNext(bt []byte) int64 {

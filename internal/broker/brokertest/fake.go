@@ -43,6 +43,11 @@ type Fake struct {
 	KafkaAddr string
 	// security is the access-control state (security.go).
 	security *fakeSec
+	// draining is made once (drainOnce) and closed by Drain (drained,
+	// guarded by mu).
+	draining  chan struct{}
+	drainOnce sync.Once
+	drained   bool
 	// Kafka transactions.
 	txns       map[string]broker.TxnState
 	txnVersion uint64
@@ -530,6 +535,23 @@ func (f *Fake) NodeID() uint64 { return 1 }
 
 // Ready is true.
 func (f *Fake) Ready() bool { return true }
+
+// Draining is closed by Drain.
+func (f *Fake) Draining() <-chan struct{} {
+	f.drainOnce.Do(func() { f.draining = make(chan struct{}) })
+	return f.draining
+}
+
+// Drain closes Draining, as a node starting a graceful stop.
+func (f *Fake) Drain() {
+	f.Draining()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.drained {
+		f.drained = true
+		close(f.draining)
+	}
+}
 
 // Placement places every partition on node 1, its leader in term 1.
 func (f *Fake) Placement(ctx context.Context, topic string) ([]broker.PartitionPlacement, error) {
