@@ -132,6 +132,11 @@ func (b *Broker) open() error {
 	if err := b.startCluster(); err != nil {
 		return err
 	}
+	if b.cfg.Cluster.Alone() {
+		// A cluster of one leads its metadata group and registered itself
+		// through it before startCluster returned: it has caught up.
+		b.metaSynced.Store(true)
+	}
 	if legacy != nil {
 		if err := b.migrateLegacy(legacy); err != nil {
 			b.cl.Stop()

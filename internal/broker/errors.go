@@ -48,6 +48,9 @@ var (
 	// ErrUnavailable: the broker or partition cannot serve now (closing,
 	// failed storage, another node leads it). Retriable.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrCorruptData: stored records failed their checksum when read. Not
+	// retriable: the same read fails again until the data is repaired.
+	ErrCorruptData = errors.New("corrupt data")
 )
 
 // Retry hints that the broker's retriable errors carry (RetryAfter): how
@@ -170,6 +173,7 @@ var kinds = []struct {
 	{ErrAlreadyExists, "ALREADY_EXISTS", false},
 	{ErrNotFound, "NOT_FOUND", false},
 	{ErrUnavailable, "UNAVAILABLE", true},
+	{ErrCorruptData, "CORRUPT_DATA", false},
 }
 
 // Code names the kind of err as every protocol shows it ("TOPIC_NOT_FOUND",

@@ -20,6 +20,7 @@ type metrics struct {
 	redelivered      *prometheus.CounterVec // group, topic
 	subscriptions    prometheus.Gauge
 	duplicates       *prometheus.CounterVec // topic
+	corrupt          *prometheus.CounterVec // topic, partition
 	relayed          *prometheus.CounterVec // topic
 	groupRelays      prometheus.Counter
 	authFailures     prometheus.Counter
@@ -77,6 +78,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hermes_publish_duplicates_total", Help: "Retried publishes answered with the offsets of the copy already stored.",
 		}, []string{"topic"}),
+		corrupt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_corrupt_batches_total",
+			Help: "Stored batches found corrupt when read (each one counted once per node and process), by partition.",
+		}, []string{"topic", "partition"}),
 		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hermes_publish_relayed_batches_total",
 			Help: "Publishes (batches) this node relayed to their partition's leader and had acknowledged there.",
@@ -104,7 +109,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
 		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
 		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed, m.groupRelays,
-		m.authFailures, m.authDenials, m.throttled)
+		m.corrupt, m.authFailures, m.authDenials, m.throttled)
 	return m
 }
 
@@ -130,4 +135,5 @@ func (m *metrics) forgetTopic(topic string) {
 	m.redelivered.DeletePartialMatch(l)
 	m.duplicates.DeletePartialMatch(l)
 	m.relayed.DeletePartialMatch(l)
+	m.corrupt.DeletePartialMatch(l)
 }

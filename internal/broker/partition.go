@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,6 +49,9 @@ type partition struct {
 	floor  int64 // records below it were deleted (DeleteRecords)
 	failed error // sticky storage failure; the partition refuses I/O
 	tail   tailCache
+	// corruptSeen: corrupt batches reported already (reportCorrupt), by
+	// their error text, which names the file and position.
+	corruptSeen map[string]bool
 }
 
 // openPartition opens partition id of t on this node: its data log and
@@ -221,6 +225,10 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 		start = p.refreshStart()
 		return nil, start, hw, errorf(ErrOffsetOutOfRange, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
+	if errors.Is(err, record.ErrCorrupt) {
+		p.reportCorrupt(err)
+		return nil, start, hw, errorf(ErrCorruptData, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+	}
 	if err != nil {
 		return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
@@ -234,6 +242,31 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 	}
 	return batches, start, hw, nil
 }
+
+// reportCorrupt logs and counts a corrupt batch the first time a read
+// finds it (the error names its file and position).
+func (p *partition) reportCorrupt(err error) {
+	msg := err.Error()
+	p.mu.Lock()
+	if p.corruptSeen == nil {
+		p.corruptSeen = make(map[string]bool)
+	}
+	seen := p.corruptSeen[msg]
+	if !seen && len(p.corruptSeen) < maxCorruptReports {
+		p.corruptSeen[msg] = true
+	}
+	p.mu.Unlock()
+	if seen {
+		return
+	}
+	p.b.log.Error("corrupt data in a partition's log: reads stop before it; restore the replica (or delete the records with DeleteRecords)",
+		"topic", p.t.name, "partition", p.id, "err", err)
+	p.b.m.corrupt.WithLabelValues(p.label, strconv.Itoa(int(p.id))).Inc()
+}
+
+// maxCorruptReports bounds the corrupt batches a partition remembers
+// having reported.
+const maxCorruptReports = 64
 
 // refreshStart takes the log's start offset after segments were deleted.
 func (p *partition) refreshStart() int64 {

@@ -103,13 +103,35 @@ func (v segView) collect(dst []byte, pos int64, h BatchHeader, maxBytes int, lim
 		if err == nil && bh.BaseOffset != next {
 			err = fmt.Errorf("%w: base offset %d, want %d", ErrCorrupt, bh.BaseOffset, next)
 		}
+		if err != nil && end > 0 {
+			break // the good batches first: the next read, at this one, reports it
+		}
 		if err != nil {
-			return dst, fmt.Errorf("%s at position %d: %w", v.seg.path(logSuffix), pos+int64(end), err)
+			return dst, v.corrupt(buf[end:], pos+int64(end), next, err)
 		}
 		end += bh.Size()
 		next = bh.NextOffset()
 	}
 	return out[:len(dst)+end], nil
+}
+
+// corrupt describes the bad batch b at pos, which was to start at
+// offset from: the file, the position and the offsets it spans (from its
+// header if that is whole and in place, else up to the next indexed
+// batch, or open-ended).
+func (v segView) corrupt(b []byte, pos, from int64, err error) error {
+	to := "…"
+	if h, herr := parseHeader(b); herr == nil && h.BaseOffset == from && h.RecordCount > 0 {
+		to = fmt.Sprint(h.NextOffset())
+	} else {
+		for _, e := range v.entries {
+			if int64(e.pos) > pos {
+				to = fmt.Sprint(v.seg.base + int64(e.rel))
+				break
+			}
+		}
+	}
+	return fmt.Errorf("%w: offsets [%d, %s) of %s: the batch at position %d: %w", ErrCorrupt, from, to, v.seg.path(logSuffix), pos, err)
 }
 
 // OffsetForTime returns the first offset whose record timestamp is >= ts,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -387,8 +388,13 @@ func (c *Client) call(ctx context.Context, rpc func(context.Context) error) erro
 	if c.isClosed() {
 		return ErrClosed
 	}
+	var last error // the previous attempt's retriable error
 	for attempt := 1; ; attempt++ {
 		err := fromRPC(ctx, rpc(ctx))
+		if err != nil && last != nil && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) {
+			// The deadline cut a retry: say why the call was retried.
+			return fmt.Errorf("%w (the attempt before failed: %v)", err, last)
+		}
 		if err == nil || !isRetriable(err) || attempt >= c.retry.MaxAttempts {
 			return err
 		}
@@ -396,5 +402,6 @@ func (c *Client) call(ctx context.Context, rpc func(context.Context) error) erro
 		if werr := sleepCtx(ctx, c.retry.delay(attempt, retryAfter(err))); werr != nil {
 			return err
 		}
+		last = err
 	}
 }

@@ -38,6 +38,7 @@ const (
 	CodeUnauthenticated   Code = Code(hermesv1.ErrorCode_ERROR_CODE_UNAUTHENTICATED)
 	CodeAlreadyExists     Code = Code(hermesv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS)
 	CodeNotFound          Code = Code(hermesv1.ErrorCode_ERROR_CODE_NOT_FOUND)
+	CodeCorruptData       Code = Code(hermesv1.ErrorCode_ERROR_CODE_CORRUPT_DATA)
 )
 
 // String returns the code's name as the API spells it without its
@@ -115,6 +116,10 @@ var (
 	ErrUnknownMember = sentinel(CodeUnknownMember)
 	// ErrCorruptBatch: the broker rejected a packed batch as malformed.
 	ErrCorruptBatch = sentinel(CodeCorruptBatch)
+	// ErrCorruptData: records stored on the broker failed their checksum
+	// when read (the error names the offsets); reading on past them needs
+	// an offset after them.
+	ErrCorruptData = sentinel(CodeCorruptData)
 	// ErrUnavailable: the broker (or a partition leader) cannot serve now;
 	// retriable.
 	ErrUnavailable = sentinel(CodeUnavailable)
@@ -183,6 +188,7 @@ var codeTable = map[Code]codeKind{
 	CodeUnauthenticated:   {"UNAUTHENTICATED", codes.Unauthenticated, false},
 	CodeAlreadyExists:     {"ALREADY_EXISTS", codes.AlreadyExists, false},
 	CodeNotFound:          {"NOT_FOUND", codes.NotFound, false},
+	CodeCorruptData:       {"CORRUPT_DATA", codes.DataLoss, false},
 }
 
 // grpcFallback is the Hermes code given to a gRPC status that carries no

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hermes-mq/hermes/pkg/record"
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -40,6 +42,7 @@ func TestErrorMapping(t *testing.T) {
 		{hermesv1.ErrorCode_ERROR_CODE_UNAUTHENTICATED, codes.Unauthenticated, ErrUnauthenticated},
 		{hermesv1.ErrorCode_ERROR_CODE_ALREADY_EXISTS, codes.AlreadyExists, ErrAlreadyExists},
 		{hermesv1.ErrorCode_ERROR_CODE_NOT_FOUND, codes.NotFound, ErrNotFound},
+		{hermesv1.ErrorCode_ERROR_CODE_CORRUPT_DATA, codes.DataLoss, ErrCorruptData},
 	}
 	if len(cases) != len(codeTable)-1 {
 		t.Fatalf("test covers %d codes, table has %d", len(cases), len(codeTable)-1)
@@ -132,5 +135,21 @@ func TestParseMode(t *testing.T) {
 	}
 	if _, err := ParseMode("fast"); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("ParseMode(fast) err = %v", err)
+	}
+}
+
+// A call whose retries the deadline cuts short says why it was retried,
+// not only that the time is up.
+func TestDeadlineNamesTheRetriedError(t *testing.T) {
+	fb, c := startFake(t, WithRetry(100, 10*time.Millisecond))
+	fb.mu.Lock()
+	fb.topics["t"] = make([][]record.Record, 1)
+	fb.unaryFails = 3
+	fb.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := c.Publish(ctx, "t", []*Message{{Payload: []byte("x")}})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("Publish: %v; want the deadline and the error retried", err)
 	}
 }

@@ -34,11 +34,14 @@ type fakeBroker struct {
 	newRec chan struct{} // closed and replaced on every append
 
 	// Faults, under mu.
-	exhaust     int        // answer the next N stream publishes RESOURCE_EXHAUSTED
-	breakAfter  int        // abort a PublishStream after this many requests (0: never)
-	breakCode   codes.Code // the status of that abort (default Unavailable)
-	loseReply   int        // apply the Nth stream request of a stream, then abort without answering
-	stall       bool
+	exhaust    int        // answer the next N stream publishes RESOURCE_EXHAUSTED
+	breakAfter int        // abort a PublishStream after this many requests (0: never)
+	breakCode  codes.Code // the status of that abort (default Unavailable)
+	loseReply  int        // apply the Nth stream request of a stream, then abort without answering
+	stall      bool
+	// unaryFails: answer the next N unary publishes UNAVAILABLE, then
+	// hold the next one until its caller gives up.
+	unaryFails  int
 	noRead      bool // PublishStream never reads its requests (flow control stops the client)
 	keepDups    bool // store records with known message ids again (a broker with duplicate detection off)
 	streamsOpen int
@@ -179,9 +182,23 @@ func (f *fakeBroker) appendRecs(topic string, part int32, recs []record.Record) 
 	return base
 }
 
-func (f *fakeBroker) Publish(_ context.Context, r *hermesv1.PublishRequest) (*hermesv1.PublishResponse, error) {
+func (f *fakeBroker) Publish(ctx context.Context, r *hermesv1.PublishRequest) (*hermesv1.PublishResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.unaryFails > 0 {
+		f.unaryFails--
+		if f.unaryFails == 0 {
+			f.unaryFails = -1 // the next one is held
+		}
+		return nil, hermesErr(hermesv1.ErrorCode_ERROR_CODE_UNAVAILABLE, codes.Unavailable, true, "partition t/0 is offline: no space left on device")
+	}
+	if f.unaryFails < 0 {
+		f.unaryFails = 0
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	parts, ok := f.topics[r.GetTopic()]
 	if !ok {
 		return nil, hermesErr(hermesv1.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND, codes.NotFound, false, "no topic")

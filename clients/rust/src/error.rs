@@ -7,7 +7,8 @@ use std::io;
 use std::time::Duration;
 
 /// The error codes of hermes-wire: the gRPC API's `ErrorCode` numbers,
-/// plus 20 `UNSUPPORTED_VERSION` and 21 `PROTOCOL_ERROR`.
+/// plus 20 `UNSUPPORTED_VERSION` and 21 `PROTOCOL_ERROR` (the API skips
+/// those two).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     InvalidArgument,
@@ -31,6 +32,8 @@ pub enum ErrorCode {
     NotFound,
     UnsupportedVersion,
     ProtocolError,
+    /// Stored records failed their checksum when the server read them.
+    CorruptData,
     /// A number this client does not know (kept as sent).
     Unknown(u16),
 }
@@ -61,6 +64,7 @@ impl ErrorCode {
             19 => NotFound,
             20 => UnsupportedVersion,
             21 => ProtocolError,
+            22 => CorruptData,
             n => Unknown(n),
         }
     }
@@ -90,6 +94,7 @@ impl ErrorCode {
             NotFound => 19,
             UnsupportedVersion => 20,
             ProtocolError => 21,
+            CorruptData => 22,
             Unknown(n) => n,
         }
     }
@@ -119,6 +124,7 @@ impl ErrorCode {
             NotFound => "NOT_FOUND",
             UnsupportedVersion => "UNSUPPORTED_VERSION",
             ProtocolError => "PROTOCOL_ERROR",
+            CorruptData => "CORRUPT_DATA",
             Unknown(_) => "UNKNOWN",
         }
     }

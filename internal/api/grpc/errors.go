@@ -22,6 +22,7 @@ var errorKinds = []struct {
 	{broker.ErrInvalidTopicName, codes.InvalidArgument, pb.ErrorCode_ERROR_CODE_INVALID_TOPIC_NAME},
 	{broker.ErrMessageTooLarge, codes.InvalidArgument, pb.ErrorCode_ERROR_CODE_MESSAGE_TOO_LARGE},
 	{broker.ErrCorruptBatch, codes.InvalidArgument, pb.ErrorCode_ERROR_CODE_CORRUPT_BATCH},
+	{broker.ErrCorruptData, codes.DataLoss, pb.ErrorCode_ERROR_CODE_CORRUPT_DATA},
 	{broker.ErrTopicNotFound, codes.NotFound, pb.ErrorCode_ERROR_CODE_TOPIC_NOT_FOUND},
 	{broker.ErrPartitionNotFound, codes.NotFound, pb.ErrorCode_ERROR_CODE_PARTITION_NOT_FOUND},
 	{broker.ErrGroupNotFound, codes.NotFound, pb.ErrorCode_ERROR_CODE_GROUP_NOT_FOUND},

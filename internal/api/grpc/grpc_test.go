@@ -114,6 +114,7 @@ func TestErrorKindsMapToCodes(t *testing.T) {
 		{broker.ErrGroupNotEmpty, codes.FailedPrecondition, pb.ErrorCode_ERROR_CODE_GROUP_NOT_EMPTY},
 		{broker.ErrPermissionDenied, codes.PermissionDenied, pb.ErrorCode_ERROR_CODE_PERMISSION_DENIED},
 		{broker.ErrUnavailable, codes.Unavailable, pb.ErrorCode_ERROR_CODE_UNAVAILABLE},
+		{broker.ErrCorruptData, codes.DataLoss, pb.ErrorCode_ERROR_CODE_CORRUPT_DATA},
 		{errors.New("a bug"), codes.Internal, pb.ErrorCode_ERROR_CODE_INTERNAL},
 	}
 	for _, tc := range cases {

@@ -49,7 +49,7 @@ func code(err error, sc scope) int16 {
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, broker.ErrMessageTooLarge):
 		return kerr.MessageTooLarge.Code
-	case errors.Is(err, broker.ErrCorruptBatch):
+	case errors.Is(err, broker.ErrCorruptBatch), errors.Is(err, broker.ErrCorruptData):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, broker.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code

@@ -20,6 +20,7 @@ var statusOf = map[string]int{
 	"INVALID_ARGUMENT":    http.StatusBadRequest,
 	"INVALID_TOPIC_NAME":  http.StatusBadRequest,
 	"CORRUPT_BATCH":       http.StatusBadRequest,
+	"CORRUPT_DATA":        http.StatusInternalServerError,
 	"OFFSET_OUT_OF_RANGE": http.StatusBadRequest,
 	"MESSAGE_TOO_LARGE":   http.StatusRequestEntityTooLarge,
 	"TOPIC_NOT_FOUND":     http.StatusNotFound,

@@ -38,6 +38,7 @@ func TestErrorTable(t *testing.T) {
 		{broker.ErrNotFound, 404, "NOT_FOUND", false},
 		{broker.ErrResourceExhausted, 429, "RESOURCE_EXHAUSTED", true},
 		{broker.ErrUnavailable, 503, "UNAVAILABLE", true},
+		{broker.ErrCorruptData, 500, "CORRUPT_DATA", false},
 		{context.Canceled, 503, "UNAVAILABLE", true},
 		{errors.New("surprise"), 500, "INTERNAL", false},
 	}

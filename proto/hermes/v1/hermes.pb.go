@@ -336,6 +336,11 @@ const (
 	ErrorCode_ERROR_CODE_ALREADY_EXISTS ErrorCode = 18
 	// No user (or token) of that name.
 	ErrorCode_ERROR_CODE_NOT_FOUND ErrorCode = 19
+	// Stored records failed their checksum: the node that read them says
+	// which offsets, logs the segment file and position, and counts it.
+	// Records before them are returned first. Not retriable: the same
+	// read fails again until the data is repaired.
+	ErrorCode_ERROR_CODE_CORRUPT_DATA ErrorCode = 22
 )
 
 // Enum value maps for ErrorCode.
@@ -361,6 +366,7 @@ var (
 		17: "ERROR_CODE_UNAUTHENTICATED",
 		18: "ERROR_CODE_ALREADY_EXISTS",
 		19: "ERROR_CODE_NOT_FOUND",
+		22: "ERROR_CODE_CORRUPT_DATA",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":         0,
@@ -383,6 +389,7 @@ var (
 		"ERROR_CODE_UNAUTHENTICATED":     17,
 		"ERROR_CODE_ALREADY_EXISTS":      18,
 		"ERROR_CODE_NOT_FOUND":           19,
+		"ERROR_CODE_CORRUPT_DATA":        22,
 	}
 )
 
@@ -6086,7 +6093,7 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x19DELIVERY_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18DELIVERY_MODE_CONSISTENT\x10\x01\x12\x1a\n" +
 	"\x16DELIVERY_MODE_EVENTUAL\x10\x02\x12\x1d\n" +
-	"\x19DELIVERY_MODE_PERFORMANCE\x10\x03*\xff\x04\n" +
+	"\x19DELIVERY_MODE_PERFORMANCE\x10\x03*\xa8\x05\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x01\x12\x1e\n" +
@@ -6108,7 +6115,8 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x1cERROR_CODE_PERMISSION_DENIED\x10\x10\x12\x1e\n" +
 	"\x1aERROR_CODE_UNAUTHENTICATED\x10\x11\x12\x1d\n" +
 	"\x19ERROR_CODE_ALREADY_EXISTS\x10\x12\x12\x18\n" +
-	"\x14ERROR_CODE_NOT_FOUND\x10\x13*P\n" +
+	"\x14ERROR_CODE_NOT_FOUND\x10\x13\x12\x1b\n" +
+	"\x17ERROR_CODE_CORRUPT_DATA\x10\x16\"\x04\b\x14\x10\x14\"\x04\b\x15\x10\x15*P\n" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x18\n" +
