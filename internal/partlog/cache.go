@@ -17,11 +17,13 @@ import (
 // Why: a write into a page the cache does not hold costs the kernel a new
 // page, and on a virtual machine whose host backs guest memory lazily (or
 // takes freed pages back) a new page costs a host fault as well. On the
-// machine of docs/BENCHMARKS.md, buffered writes to new pages ran at
-// 255 MB/s for 3.4 s of CPU per GB; dropping synced pages 64 MiB behind
-// the writer gave 713 MB/s for 0.6 s of CPU per GB, as fast as O_DIRECT,
-// and a cold sequential read with drop-behind 1.6 GB/s for 0.11 s/GB
-// against 410 MB/s for 2.6 s/GB without. Live readers do not need the
+// machine of docs/BENCHMARKS.md, while its host did that, buffered writes
+// to new pages ran at 255 MB/s for 3.4 s of CPU per GB; dropping synced
+// pages 64 MiB behind the writer gave 713 MB/s for 0.6 s of CPU per GB, as
+// fast as O_DIRECT, and a cold sequential read with drop-behind 1.6 GB/s
+// for 0.11 s/GB against 410 MB/s for 2.6 s/GB without. When new pages
+// were cheap, the window cost nothing measurable
+// (BenchmarkSustainedWrites). Live readers do not need the
 // page cache: the broker serves them from its own tail cache.
 
 // evictChunk is the least the writer drops from the active segment at a
