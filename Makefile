@@ -10,7 +10,7 @@ BIN       ?= bin/hermes
 # Packages that run goroutines; they are tested with the race detector.
 RACE_PKGS := ./internal/... ./pkg/...
 
-.PHONY: run build test lint unit e2e rust bench soak fuzz proto clean kafka-compat kafka-compat-ci
+.PHONY: run build test lint unit e2e rust bench soak fuzz fuzz-ci proto clean kafka-compat kafka-compat-ci
 
 run: build
 	$(BIN) serve --data-dir $(DATA_DIR)
@@ -18,7 +18,7 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/hermes
 
-test: lint unit e2e rust kafka-compat-ci
+test: lint unit e2e rust kafka-compat-ci fuzz-ci
 
 lint:
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -60,7 +60,8 @@ kafka-compat-ci:
 NODES ?= 1
 SECURE ?=
 
-# Run each fuzz target for FUZZTIME (default 30s).
+# Run each fuzz target for FUZZTIME (default 30s); `make test` runs each
+# for 5s (fuzz-ci), on top of its seed corpus, which every `go test` runs.
 FUZZTIME ?= 30s
 # soak: a 3-node cluster under publishing and group consumption while
 # nodes are killed, paused and cut off in turn, then checked record by
@@ -69,14 +70,21 @@ SOAK ?= 10m
 soak:
 	HERMES_SOAK=$(SOAK) $(GO) test -run '^TestSoak$$' -count 1 -timeout 0 -v ./e2e/
 
+fuzz-ci:
+	@echo "== fuzz: every target for 5s"
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateBatch$$' -fuzztime $(FUZZTIME) ./pkg/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./pkg/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/client/
 	$(GO) test -run '^$$' -fuzz '^FuzzPublishBody$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateTopicBody$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePublishFast$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
 	$(GO) test -run '^$$' -fuzz '^FuzzPublishInput$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
 	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
+	$(GO) test -run '^$$' -fuzz '^FuzzLeanPath$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeParams$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./internal/api/kafka/
 	$(GO) test -run '^$$' -fuzz '^FuzzFrames$$' -fuzztime $(FUZZTIME) ./internal/api/wire/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./pkg/wire/
