@@ -317,6 +317,10 @@ type relaySub struct {
 	// ctx is the context of the last Next: when it ends, the read ends.
 	ctx  context.Context
 	stop func() bool
+	// frame holds the bytes read so far of a frame whose read a deadline
+	// cut (a context that ended, or one whose timer fired late): the next
+	// call goes on with it, so no frame is lost to a cut read.
+	frame []byte
 }
 
 func (s *relaySub) Next(ctx context.Context) (*Delivery, error) {
@@ -330,22 +334,36 @@ func (s *relaySub) Next(ctx context.Context) (*Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var hdr [4]byte
-	if _, err := io.ReadFull(s.br, hdr[:]); err != nil {
+	if err := s.fill(4); err != nil {
 		return nil, err
 	}
-	n := int(binary.LittleEndian.Uint32(hdr[:]))
+	n := int(binary.LittleEndian.Uint32(s.frame))
 	if n < 16 || n > 64<<20 {
 		return nil, fmt.Errorf("relay frame of %d bytes", n)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(s.br, body); err != nil {
+	if err := s.fill(4 + n); err != nil {
 		return nil, err
 	}
+	body := s.frame[4:]
+	s.frame = nil
 	d := &Delivery{HasID: true, Offset: s.next, Payload: body[16:]}
 	copy(d.ID[:], body)
 	s.next++
 	return d, nil
+}
+
+// fill reads until s.frame holds n bytes, keeping what it read on an
+// error.
+func (s *relaySub) fill(n int) error {
+	if len(s.frame) >= n {
+		return nil
+	}
+	if cap(s.frame) < n {
+		s.frame = append(make([]byte, 0, n), s.frame...)
+	}
+	m, err := io.ReadFull(s.br, s.frame[len(s.frame):n])
+	s.frame = s.frame[:len(s.frame)+m]
+	return err
 }
 
 func (s *relaySub) Commit(context.Context) error { return nil }

@@ -98,8 +98,11 @@ type LogStore struct {
 	first uint64
 	ents  []entryPos
 	// dirty: st changed in a way that must be durable before the next
-	// messages are sent (term, vote, side entries, compaction point).
+	// messages are sent (term, vote, side entries, compaction point), or
+	// the commit moved commitPersistEvery entries past savedCommit.
 	dirty bool
+	// savedCommit is the commit index last written with the state.
+	savedCommit uint64
 	// recent holds the newest appended entries, so appends to followers
 	// are built from memory instead of read back from the log.
 	recent entryCache
@@ -197,7 +200,7 @@ func OpenLogStore(group string, log *partlog.Log, ms *meta.Store) (*LogStore, er
 	} else if !errors.Is(err, meta.ErrNotFound) {
 		return nil, err
 	}
-	s := &LogStore{group: group, log: log, meta: ms, st: st, first: st.compactIndex + 1}
+	s := &LogStore{group: group, log: log, meta: ms, st: st, first: st.compactIndex + 1, savedCommit: st.hard.GetCommit()}
 	if st.compactIndex > 0 {
 		snap, err := ms.RaftSnapshot(group)
 		if err != nil {
@@ -417,7 +420,8 @@ func (s *LogStore) truncateFrom(idx uint64) error {
 func (s *LogStore) SetHardState(hs *pb.HardState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if hs.GetTerm() != s.st.hard.GetTerm() || hs.GetVote() != s.st.hard.GetVote() {
+	if hs.GetTerm() != s.st.hard.GetTerm() || hs.GetVote() != s.st.hard.GetVote() ||
+		hs.GetCommit() >= s.savedCommit+commitPersistEvery {
 		s.dirty = true
 	}
 	s.st.hard = proto.Clone(hs).(*pb.HardState)
@@ -478,8 +482,16 @@ func (s *LogStore) saveState() error {
 		return fmt.Errorf("%s: save raft state: %w", s.group, err)
 	}
 	s.dirty = false
+	s.savedCommit = s.st.hard.GetCommit()
 	return nil
 }
+
+// commitPersistEvery bounds how far the persisted commit index may lag:
+// it is written with the state at least every this many entries. A
+// replica that restarts hands the entries after it to its owner again
+// (Applied), so this bounds what a start re-applies, and reads back,
+// whatever the size of the log.
+const commitPersistEvery = 1024
 
 // OffsetAfter returns the partition offset after the records of every
 // entry up to index: the high watermark once index is committed.
@@ -660,6 +672,7 @@ func (s *LogStore) saveStateAndSnapshot() error {
 		return fmt.Errorf("%s: save raft state and snapshot: %w", s.group, err)
 	}
 	s.dirty = false
+	s.savedCommit = s.st.hard.GetCommit()
 	return nil
 }
 

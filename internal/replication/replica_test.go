@@ -689,3 +689,34 @@ func TestCompactBeforeRestartsLaggingFollower(t *testing.T) {
 		t.Fatalf("the follower's log starts at %d, the leader compacted to %d", f.log.StartOffset(), off)
 	}
 }
+
+// A restart re-applies at most about commitPersistEvery entries, however
+// long the log: the commit index is persisted as it moves.
+func TestRestartReappliesABoundedTail(t *testing.T) {
+	g := newGroup(t, 1)
+	m := g.ms[0]
+	const n = 3 * commitPersistEvery
+	for i := range n {
+		g.publish(fmt.Sprint("e", i), 1, AckCommitted)
+	}
+	g.stop(m)
+	// What a replica opening this log would re-apply: after Applied.
+	log, err := partlog.Open(m.dir+"/log", partlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := OpenLogStore("t/0", log, m.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := store.Applied()
+	last, _ := store.LastIndex()
+	log.Close()
+	g.start(m)
+	if last-applied > commitPersistEvery+2 {
+		t.Fatalf("after a restart, entries %d..%d are applied again: more than %d", applied+1, last, commitPersistEvery)
+	}
+	if hw := g.publish("after", 1, AckCommitted) + 1; hw != n+1 {
+		t.Fatalf("high watermark %d after the restart, want %d", hw, n+1)
+	}
+}
