@@ -10,7 +10,7 @@ BIN       ?= bin/hermes
 # Packages that run goroutines; they are tested with the race detector.
 RACE_PKGS := ./internal/... ./pkg/...
 
-.PHONY: run build test lint unit e2e rust bench soak fuzz fuzz-ci proto clean kafka-compat kafka-compat-ci
+.PHONY: run build test lint unit e2e rust bench soak fuzz fuzz-ci proto clean kafka-compat kafka-compat-ci chaos chaos-ci
 
 run: build
 	$(BIN) serve --data-dir $(DATA_DIR)
@@ -18,7 +18,7 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/hermes
 
-test: lint unit e2e rust kafka-compat-ci fuzz-ci
+test: lint unit e2e rust kafka-compat-ci fuzz-ci chaos-ci
 
 lint:
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -59,6 +59,19 @@ kafka-compat-ci:
 
 NODES ?= 1
 SECURE ?=
+
+# The fault campaign (docs/OPERATIONS.md, "Fault campaign"): 3 nodes in
+# network namespaces of their own, faults drawn from SEED (0: from the
+# clock) for DURATION, then every record checked. Needs root.
+SEED ?= 0
+DURATION ?= 5m
+chaos: build
+	$(GO) run ./cmd/hermes-chaos -bin $(BIN) -seed $(SEED) -duration $(DURATION) -out chaos-report
+
+# `make test` runs every nemesis once, with short holds.
+chaos-ci: build
+	@echo "== fault campaign: every nemesis once over 3 nodes in network namespaces"
+	$(GO) run ./cmd/hermes-chaos -bin $(BIN) -seed $(SEED) -rounds 1 -hold-min 2s -hold-max 4s -quiet 2s -out chaos-report
 
 # Run each fuzz target for FUZZTIME (default 30s); `make test` runs each
 # for 5s (fuzz-ci), on top of its seed corpus, which every `go test` runs.

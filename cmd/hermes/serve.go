@@ -83,6 +83,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.Uint64Var(&cc.NodeID, "node-id", 1, "this node's id in its cluster (a single node is a cluster of one); a data directory belongs to the id it was first started with")
 	f.StringVar(&cc.RaftAddr, "raft-addr", "127.0.0.1:50052", "listen address for other nodes (Raft and the internal service); a single node listens too, so that nodes can join it (default: this node's address in --peers, if given)")
 	f.Int64Var(&cfg.Broker.MaxDiskBytes, "max-disk-bytes", 0, "quota on all partition logs; beyond it publishes get RESOURCE_EXHAUSTED (0: none)")
+	f.Int64Var(&cfg.Broker.MinFreeBytes, "min-free-bytes", 128<<20, "while the data directory's disk has less free, durable publishes get RESOURCE_EXHAUSTED (retriable) instead of filling it (0: no floor)")
 	f.Int64Var(&cfg.Broker.MaxQueueBytes, "max-queue-bytes", 64<<20, "publish bytes queued per partition; beyond it a publish waits up to 10s, then gets RESOURCE_EXHAUSTED")
 	f.Int64Var(&cfg.Broker.TailCacheBytes, "tail-cache-bytes", 16<<20, "RAM per partition for the newest records (live readers)")
 	f.Int64Var(&cfg.Broker.PageCacheBytes, "page-cache-bytes", 64<<20, "page cache per partition for the newest log bytes; older bytes are dropped from it once fsynced, and reads of them do not keep them (-1: leave it to the kernel)")

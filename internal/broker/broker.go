@@ -68,6 +68,13 @@ type Broker struct {
 	// for the disk quota check (a stale value overshoots by at most a
 	// second of writes).
 	diskBytes atomic.Int64
+	// freeBytes is what the data directory's file system has free, and
+	// lowDisk whether that is below Config.MinFreeBytes; refreshed every
+	// second (checkFree).
+	freeBytes atomic.Int64
+	lowDisk   atomic.Bool
+	// metaDown: this node's metadata replica failed (metaFailed).
+	metaDown atomic.Bool
 
 	// authn is the authentication state (users, tokens, ACL rules,
 	// quotas from the metadata); audit logs every authentication failure,
@@ -244,6 +251,8 @@ func (b *Broker) Ready() bool {
 	b.mu.RUnlock()
 	switch {
 	case closed:
+		return false
+	case b.metaDown.Load() || len(b.OfflinePartitions()) > 0:
 		return false
 	case b.metaSynced.Load() && b.userReady.Load():
 		return true
@@ -443,6 +452,7 @@ func (b *Broker) retentionLoop() {
 	usage := time.NewTicker(time.Second)
 	defer usage.Stop()
 	b.diskBytes.Store(b.diskUsage())
+	b.checkFree()
 	for {
 		select {
 		case <-b.stop:
@@ -451,6 +461,7 @@ func (b *Broker) retentionLoop() {
 			b.enforceRetention(now)
 		case <-usage.C:
 			b.diskBytes.Store(b.diskUsage())
+			b.checkFree()
 		}
 	}
 }
@@ -460,7 +471,7 @@ func (b *Broker) retentionLoop() {
 // alike.
 func (b *Broker) enforceRetention(now time.Time) {
 	for _, p := range b.activePartitions() {
-		if p.rep == nil {
+		if p.rep == nil || p.offline() {
 			continue
 		}
 		if err := p.rep.EnforceRetention(now); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -412,5 +414,43 @@ func TestRetriedPublishIsNotStoredTwice(t *testing.T) {
 	off := mustPublish(t, b, &PublishRequest{Topic: "dd", Records: mk(3)})
 	if off.Acks[0].Offset != 9 {
 		t.Fatalf("with duplicate detection off the retry was not stored: %v", off.Acks)
+	}
+}
+
+// TestKeylessRetryGoesToTheSamePartition: a keyless publish retried with
+// the same message ids (its answer was lost) goes to the partition the
+// first attempt went to, whose duplicate window answers it with the first
+// copy's offsets. Spread by turns, the retry went to the next partition
+// and stored the records twice (found by the fault campaign).
+func TestKeylessRetryGoesToTheSamePartition(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	if _, err := b.CreateTopic(context.Background(), "kl", TopicConfig{Partitions: 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	used := map[int32]bool{}
+	for i := range 30 {
+		in := recs(fmt.Sprint("r", i), 2)
+		for j := range in {
+			in[j].MessageID = record.MessageID(uuid.Must(uuid.NewV7()))
+		}
+		again := append([]record.Record(nil), in...)
+		first := mustPublish(t, b, &PublishRequest{Topic: "kl", Partition: AnyPartition, Records: in})
+		retry := mustPublish(t, b, &PublishRequest{Topic: "kl", Partition: AnyPartition, Records: again})
+		for j := range first.Acks {
+			if first.Acks[j] != retry.Acks[j] {
+				t.Fatalf("request %d, record %d: first stored at %+v, the retry at %+v", i, j, first.Acks[j], retry.Acks[j])
+			}
+		}
+		used[first.Acks[0].Partition] = true
+	}
+	total := 0
+	for p := range int32(3) {
+		total += len(fetchAll(t, b, "kl", p))
+	}
+	if total != 60 {
+		t.Fatalf("%d records stored, want 60 (30 requests of 2, each retried once)", total)
+	}
+	if len(used) != 3 {
+		t.Fatalf("30 keyless requests went to partitions %v only", used)
 	}
 }

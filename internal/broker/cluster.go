@@ -33,7 +33,7 @@ func (b *Broker) startCluster() error {
 	n, err := cluster.StartNode(b.cfg.Cluster, cluster.StartConfig{
 		Dir: filepath.Join(b.cfg.DataDir, "cluster"), Meta: b.meta, Logger: b.log,
 		Services: func(s *grpc.Server) { nodepb.RegisterNodeServer(s, &nodeService{b: b}) },
-		OnChange: b.onMetaChange,
+		OnChange: b.onMetaChange, OnMetaFail: b.metaFailed,
 	})
 	if err != nil {
 		return err
@@ -165,7 +165,9 @@ func (b *Broker) reconcile() {
 func (b *Broker) sweepLater() {
 	defer b.wg.Done()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Short attempts: a read request sent to a leader that just died
+		// is never answered.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := b.cl.Meta().Sync(ctx)
 		cancel()
 		if err == nil {

@@ -139,6 +139,12 @@ type Config struct {
 	// MaxDiskBytes is a quota on all partition logs (0 = none). Beyond it
 	// durable publishes fail with a retriable ErrResourceExhausted.
 	MaxDiskBytes int64
+	// MinFreeBytes: while the data directory's file system has less free,
+	// durable publishes get a retriable ErrResourceExhausted (0: no
+	// floor). A partition replica whose write failed (a full disk) is
+	// opened again from disk once at least this much (at least 16 MiB) is
+	// free.
+	MinFreeBytes int64
 	// TailCacheBytes is the RAM per partition kept for live readers
 	// (default 16 MiB).
 	TailCacheBytes int64

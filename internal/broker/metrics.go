@@ -26,6 +26,10 @@ type metrics struct {
 	authFailures     prometheus.Counter
 	authDenials      prometheus.Counter
 	throttled        *prometheus.CounterVec // kind
+	diskFree         prometheus.Gauge
+	storageFailures  prometheus.Counter
+	storageRecovered prometheus.Counter
+	offline          prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -100,7 +104,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermes_quota_throttled_total", Help: "Requests refused or delayed by a principal's quota, by quota.",
 	}, []string{"quota"})
-	for _, reason := range []string{"queue_full", "disk_quota", "quota"} {
+	m.diskFree = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hermes_data_dir_free_bytes", Help: "Bytes free (for this process) on the data directory's file system.",
+	})
+	m.storageFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hermes_partition_storage_failures_total", Help: "Partition replicas taken offline by a failed write or fsync (a full disk, an I/O error).",
+	})
+	m.storageRecovered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hermes_partition_storage_recoveries_total", Help: "Partition replicas opened again from disk after a storage failure, once the disk had room.",
+	})
+	m.offline = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hermes_offline_partitions", Help: "Partition replicas on this node offline after a storage failure, waiting for room on the disk.",
+	})
+	for _, reason := range []string{"queue_full", "disk_quota", "disk_low", "quota"} {
 		m.rejected.WithLabelValues(reason) // present at 0, for alerts
 	}
 	for _, q := range []string{"produce", "fetch", "requests"} {
@@ -109,7 +125,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
 		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
 		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed, m.groupRelays,
-		m.corrupt, m.authFailures, m.authDenials, m.throttled)
+		m.corrupt, m.authFailures, m.authDenials, m.throttled, m.diskFree, m.storageFailures, m.storageRecovered, m.offline)
 	return m
 }
 

@@ -144,15 +144,59 @@ func (p *partition) group() string { return cluster.GroupName(p.t.name, p.t.id, 
 // may have dropped dirty pages), so the partition refuses all I/O until
 // the broker restarts and recovery truncates the log to its last valid
 // batch.
+//
+// Then recoverLater opens the replica again from disk once the disk has
+// room: the recovery of a restart, without one.
 func (p *partition) fail(err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.failed == nil {
-		p.failed = err
-		p.tail.reset()
-		p.b.log.Error("partition storage failed; refusing I/O until restart",
-			"topic", p.t.name, "partition", p.id, "err", err)
+	if p.failed != nil {
+		p.mu.Unlock()
+		return
 	}
+	p.failed = p.storageFailure(err)
+	p.tail.reset()
+	p.mu.Unlock()
+	p.b.log.Error("partition replica offline after a storage failure; it is opened again from disk once the disk has room",
+		"topic", p.t.name, "partition", p.id, "err", err)
+	p.b.m.storageFailures.Inc()
+	p.b.m.offline.Inc()
+	p.b.mu.RLock()
+	closing := p.b.closed
+	if !closing {
+		p.b.wg.Add(1)
+	}
+	p.b.mu.RUnlock()
+	if !closing {
+		go p.b.recoverLater(p)
+	}
+}
+
+// offline reports whether a storage failure took the replica offline.
+func (p *partition) offline() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.failed != nil
+}
+
+// offlineError answers a request for an offline replica: retriable, as it
+// comes back by itself, pointing at another replica of the partition,
+// which relays to the group's leader.
+func (p *partition) offlineError() error {
+	p.mu.RLock()
+	failed := p.failed
+	p.mu.RUnlock()
+	other := uint64(0)
+	for _, r := range p.replicas {
+		if r != p.b.cfg.Cluster.NodeID {
+			other = r
+			break
+		}
+	}
+	ke := &kindError{kind: ErrUnavailable, retryAfter: notLeaderRetry, msg: failed.Error()}
+	if other != 0 {
+		ke.leaderNode, ke.leader = other, p.b.leaderAddr(other)
+	}
+	return ke
 }
 
 // installed is the replica's snapshot callback: this replica was behind
@@ -201,7 +245,7 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 	start, hw, failed := p.start, p.hw, p.failed
 	if failed != nil {
 		p.mu.RUnlock()
-		return nil, start, hw, errorf(ErrUnavailable, "partition %s/%d storage failed: %v", p.t.name, p.id, failed)
+		return nil, start, hw, p.offlineError()
 	}
 	if offset > hw {
 		p.mu.RUnlock()

@@ -11,8 +11,10 @@ import (
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
-// AnyPartition asks the broker to choose partitions: by key hash, keyless
-// records round-robin per request.
+// AnyPartition asks the broker to choose partitions: keyed records by
+// key hash, a request's keyless records together, by the hash of the
+// first one's message id (a retry with the same ids goes to the same
+// partition).
 const AnyPartition int32 = -1
 
 // PublishRequest is one publish: Records, or one packed Batch.
@@ -236,6 +238,15 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, for
 		done(0, "", exhausted(diskQuotaRetry, "disk quota of %d bytes is used up", q))
 		return
 	}
+	if b.lowDisk.Load() {
+		b.m.rejected.WithLabelValues("disk_low").Inc()
+		done(0, "", b.lowDiskError())
+		return
+	}
+	if p.offline() {
+		done(0, "", p.offlineError())
+		return
+	}
 	// While the group elects, wait here for its leader (this blocks the
 	// publisher's stream, as a full queue does): a batch proposed here
 	// meanwhile would come back to be relayed only once the leader is
@@ -370,7 +381,13 @@ func (b *Broker) route(t *topic, req *PublishRequest) map[int32][]int {
 				pid = record.KeyPartition(k, n)
 			} else {
 				if keyless < 0 {
-					keyless = int32(t.rr.Add(1) % uint32(n))
+					// By the first keyless record's id, not by turns: a
+					// retry (same ids) after an answer that never came
+					// goes where the first attempt went, and the
+					// partition's duplicate window recognises it. Ids
+					// are random (UUIDv7), so requests spread evenly.
+					id := req.Records[i].MessageID
+					keyless = record.KeyPartition(id[:], n)
 				}
 				pid = keyless
 			}

@@ -19,10 +19,9 @@ type topic struct {
 	// parts is the current partitions, replaced whole (copy on write)
 	// when a replica moves to or from this node; use partitions().
 	parts atomic.Pointer[[]*partition]
-	// rr spreads keyless records: each request's keyless records go to one
-	// partition (better batches), the next request's to the next one.
-	rr atomic.Uint32
-
+	// rr spreads keyless records of live publishes (performance mode,
+	// never retried by the broker's duplicate window) across partitions.
+	rr       atomic.Uint32
 	notifyMu sync.Mutex
 	notifyCh chan struct{} // closed and replaced whenever any partition advances
 	// notifyTaken: changed returned notifyCh since it was made.

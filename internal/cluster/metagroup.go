@@ -54,6 +54,9 @@ type MetaConfig struct {
 	// state every so many entries (default 1000), so it stays small and a
 	// restart replays little.
 	SnapshotEntries int
+	// OnFail is the replica's Config.OnFail: its storage failed and it
+	// stopped.
+	OnFail func(error)
 }
 
 // MetaGroup runs the metadata Raft group on a node and applies its log to
@@ -108,7 +111,7 @@ func OpenMetaGroup(cfg MetaConfig) (*MetaGroup, error) {
 	}
 	g.rep, err = st.Start(replication.Config{
 		Group: MetaGroupName, NodeID: cfg.NodeID, Peers: cfg.Peers, TickInterval: cfg.TickInterval,
-		Logger: cfg.Logger, OnCommit: g.onCommit,
+		Logger: cfg.Logger, OnCommit: g.onCommit, OnFail: cfg.OnFail,
 		SnapshotEntries: cfg.SnapshotEntries, Snapshot: g.snapshot, OnSnapshot: g.onSnapshot,
 		OnConfChange: func(node uint64, added bool, context []byte) {
 			// The bootstrap's own changes carry no address: nothing to learn.
@@ -361,8 +364,21 @@ func (g *MetaGroup) Groups() []string {
 // proposed: a topic created through another node is known here after
 // Sync. REQUIRES: not called from OnChange (the group's goroutine cannot
 // wait for itself; ctx would expire).
+//
+// While this node knows no leader it waits for one (until ctx ends),
+// asking again every few milliseconds.
 func (g *MetaGroup) Sync(ctx context.Context) error {
-	return g.rep.ReadIndex(ctx)
+	for {
+		err := g.rep.ReadIndex(ctx)
+		if !errors.Is(err, replication.ErrNoLeader) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // changeMember changes the metadata group's voters here, on the leader.

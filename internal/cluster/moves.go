@@ -27,7 +27,7 @@ const moveStepTimeout = 5 * time.Second
 // survives a leader change: the next leader goes on from the voters it
 // finds.
 func (n *Node) driveMoves() {
-	for _, t := range n.meta.Topics() {
+	for _, t := range n.Meta().Topics() {
 		for p, target := range t.Targets {
 			if target == nil {
 				continue
@@ -77,7 +77,7 @@ func (n *Node) moveStep(topic string, id int32, rep *replication.Replica, target
 		}
 		return
 	}
-	_, err := n.meta.Run(ctx, &pb.Command{Kind: &pb.Command_CompleteReassignment{CompleteReassignment: &pb.CompleteReassignment{
+	_, err := n.Meta().Run(ctx, &pb.Command{Kind: &pb.Command_CompleteReassignment{CompleteReassignment: &pb.CompleteReassignment{
 		Topic: topic, Partition: id, Replicas: voters}}})
 	if err != nil {
 		n.log.Debug("replica move: complete", "topic", topic, "partition", id, "err", err)
@@ -114,7 +114,7 @@ const (
 // (their targets are in the metadata); it returns the moves started.
 // Errors: ErrNotCaughtUp, or the metadata group's.
 func (n *Node) Rebalance(ctx context.Context, drain []uint64) ([]Move, error) {
-	return n.reassign(ctx, func() []*pb.ReassignPartitions { return n.meta.Balance(drain) })
+	return n.reassign(ctx, func() []*pb.ReassignPartitions { return n.Meta().Balance(drain) })
 }
 
 // CancelMoves stops the replica moves in progress: each moving partition
@@ -124,7 +124,7 @@ func (n *Node) Rebalance(ctx context.Context, drain []uint64) ([]Move, error) {
 func (n *Node) CancelMoves(ctx context.Context) ([]Move, error) {
 	return n.reassign(ctx, func() []*pb.ReassignPartitions {
 		var plan []*pb.ReassignPartitions
-		for _, t := range n.meta.Topics() {
+		for _, t := range n.Meta().Topics() {
 			c := &pb.ReassignPartitions{Replace: true}
 			for i, target := range t.Targets {
 				if target != nil && i < len(t.Replicas) {
@@ -145,7 +145,7 @@ func (n *Node) CancelMoves(ctx context.Context) ([]Move, error) {
 func (n *Node) reassign(ctx context.Context, plan func() []*pb.ReassignPartitions) ([]Move, error) {
 	ctx, cancel := context.WithTimeout(ctx, reassignTimeout)
 	defer cancel()
-	if err := n.meta.Sync(ctx); err != nil {
+	if err := n.Meta().Sync(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotCaughtUp, err)
 	}
 	var out []Move
@@ -153,7 +153,7 @@ func (n *Node) reassign(ctx context.Context, plan func() []*pb.ReassignPartition
 		var moves []Move
 		for _, mv := range c.GetMoves() {
 			m := Move{Topic: mv.GetTopic(), Partition: mv.GetPartition(), To: mv.GetTarget()}
-			if t, ok := n.meta.Topic(m.Topic); ok && int(m.Partition) < len(t.Replicas) {
+			if t, ok := n.Meta().Topic(m.Topic); ok && int(m.Partition) < len(t.Replicas) {
 				m.From = t.Replicas[m.Partition]
 				if tg := t.Target(int(m.Partition)); tg != nil {
 					m.From = tg
@@ -161,7 +161,7 @@ func (n *Node) reassign(ctx context.Context, plan func() []*pb.ReassignPartition
 			}
 			moves = append(moves, m)
 		}
-		if _, err := n.meta.Run(ctx, &pb.Command{Kind: &pb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
+		if _, err := n.Meta().Run(ctx, &pb.Command{Kind: &pb.Command_ReassignPartitions{ReassignPartitions: c}}); err != nil {
 			return out, err
 		}
 		out = append(out, moves...)
@@ -188,7 +188,7 @@ func (n *Node) AddNode(ctx context.Context, id uint64, raftAddr string) error {
 	if err != nil {
 		return fmt.Errorf("%w: node %d does not answer at %s as a node of this cluster: %v", ErrBadCommand, id, raftAddr, err)
 	}
-	return n.meta.AddMember(ctx, id, raftAddr)
+	return n.Meta().AddMember(ctx, id, raftAddr)
 }
 
 // probeTimeout bounds the check that a node being added answers.
@@ -199,5 +199,5 @@ const probeTimeout = 5 * time.Second
 func (n *Node) RemoveNode(ctx context.Context, id uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, membershipTimeout)
 	defer cancel()
-	return n.meta.RemoveMember(ctx, id)
+	return n.Meta().RemoveMember(ctx, id)
 }

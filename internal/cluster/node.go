@@ -104,7 +104,13 @@ type Node struct {
 	host *replication.Host
 	tr   *replication.GRPCTransport
 	srv  *grpc.Server
-	meta *MetaGroup
+	// meta is the metadata group, replaced by ReopenMeta after its
+	// storage failed; metaCfg opens it.
+	meta    atomic.Pointer[MetaGroup]
+	metaCfg MetaConfig
+	// metaClosed: ReopenMeta closed the failed group (it is not closed
+	// twice when opening the new one fails).
+	metaClosed bool
 
 	// handingOver is set by HandOver: the node is about to stop, so it
 	// no longer takes leadership back through leader balancing.
@@ -126,6 +132,9 @@ type StartConfig struct {
 	// MetaConfig.OnChange), after the node itself learned a registered
 	// node's address.
 	OnChange func(Change)
+	// OnMetaFail is called once, on the metadata group's goroutine, when
+	// this node's replica of it stopped after a storage failure.
+	OnMetaFail func(error)
 }
 
 // aloneStartTimeout bounds the start of a cluster of one: electing itself
@@ -168,10 +177,11 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 	if cfg.Join {
 		voters = nil
 	}
-	n.meta, err = OpenMetaGroup(MetaConfig{
+	n.metaCfg = MetaConfig{
 		NodeID: cfg.NodeID, Peers: voters, Dir: filepath.Join(sc.Dir, "meta"), OnMember: n.onMember,
 		Meta: sc.Meta, Transport: n.tr, Host: n.host, Forward: n.tr,
 		Logger: sc.Logger.With("group", MetaGroupName), TickInterval: cfg.TickInterval, SnapshotEntries: cfg.MetaSnapshotEntries,
+		OnFail: sc.OnMetaFail,
 		OnChange: func(ch Change) {
 			if ch.Node != nil {
 				n.learnNode(*ch.Node)
@@ -180,13 +190,15 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 				sc.OnChange(ch)
 			}
 		},
-	})
+	}
+	g, err := OpenMetaGroup(n.metaCfg)
 	if err != nil {
 		n.srv.Stop()
 		n.tr.Close()
 		return nil, err
 	}
-	for _, nd := range n.meta.Nodes() { // the addresses the replay did not tell OnChange
+	n.meta.Store(g)
+	for _, nd := range g.Nodes() { // the addresses the replay did not tell OnChange
 		n.learnNode(nd)
 	}
 	cfg.TLS.SetMembers(n.isMember)
@@ -215,7 +227,29 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 func (n *Node) Config() NodeConfig { return n.cfg }
 
 // Meta is the metadata group.
-func (n *Node) Meta() *MetaGroup { return n.meta }
+func (n *Node) Meta() *MetaGroup { return n.meta.Load() }
+
+// ReopenMeta replaces the metadata group, whose replica stopped after a
+// storage failure, by the same group opened again from disk: its log is
+// recovered and replayed (OnChange sees the replay, as at start), and it
+// catches up with the group's leader. REQUIRES: the failed group's
+// OnFail was called; not called concurrently.
+func (n *Node) ReopenMeta() error {
+	if !n.metaClosed {
+		n.Meta().Close()
+		n.metaClosed = true
+	}
+	g, err := OpenMetaGroup(n.metaCfg)
+	if err != nil {
+		return err
+	}
+	n.metaClosed = false
+	n.meta.Store(g)
+	for _, nd := range g.Nodes() {
+		n.learnNode(nd)
+	}
+	return nil
+}
 
 // Transport carries the Raft messages of this node's groups.
 func (n *Node) Transport() *replication.GRPCTransport { return n.tr }
@@ -234,7 +268,7 @@ func (n *Node) Stop() {
 	}
 	close(n.stop)
 	n.wg.Wait()
-	n.meta.Close()
+	n.Meta().Close()
 }
 
 // handOverPoll is how often HandOver looks at the groups it still leads.
@@ -295,7 +329,7 @@ func (n *Node) registerCmd() *pb.Command {
 }
 
 func (n *Node) register(ctx context.Context) error {
-	_, err := n.meta.Run(ctx, n.registerCmd())
+	_, err := n.Meta().Run(ctx, n.registerCmd())
 	return err
 }
 
@@ -352,7 +386,7 @@ func (n *Node) onMember(node uint64, added bool, raftAddr string) {
 // know the group's members yet (it is joining: the leader that added it
 // is the first to call).
 func (n *Node) isMember(node uint64) bool {
-	voters := n.meta.Voters()
+	voters := n.Meta().Voters()
 	return len(voters) == 0 || slices.Contains(voters, node)
 }
 
@@ -409,7 +443,7 @@ func (n *Node) balanceLeaders() {
 	if n.handingOver.Load() {
 		return
 	}
-	for _, t := range n.meta.Topics() {
+	for _, t := range n.Meta().Topics() {
 		for p, replicas := range t.Replicas {
 			if t.Target(p) != nil || len(replicas) == 0 || replicas[0] == n.cfg.NodeID {
 				continue // a moving partition's leadership is the move's business

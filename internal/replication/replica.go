@@ -36,6 +36,9 @@ var (
 	// ErrDuplicateInFlight: a copy of the batch (a retry) is stored but
 	// not committed yet; try again shortly for its offsets.
 	ErrDuplicateInFlight = errors.New("replication: a copy of this batch is not committed yet")
+	// ErrNoLeader: this replica knows no leader of its group right now
+	// (an election, or a restart before the leader's first message).
+	ErrNoLeader = errors.New("replication: no leader known")
 )
 
 // AckPoint says when a proposal is answered.
@@ -103,8 +106,9 @@ type Config struct {
 
 	// OnFail is called once, on the replica's goroutine, when a write or
 	// fsync of the group's storage failed: the group has stopped taking
-	// part in Raft (its storage's state past the last fsync is unknown;
-	// a restart recovers it), and every pending proposal failed. It is
+	// part in Raft (its storage's state past the last fsync is unknown:
+	// the owner stops it and opens the group again from disk, as a
+	// restart would), and every pending proposal failed. It is
 	// called too when raft panicked on a peer's message that admit let
 	// through (its state is then unknown).
 	OnFail func(err error)
@@ -522,7 +526,7 @@ func (r *Replica) Term() uint64 {
 // timeout then tries again, as without Campaign.
 func (r *Replica) Campaign() {
 	f := func() {
-		if r.rn.Status().Lead == raft.None {
+		if r.rn.BasicStatus().Lead == raft.None {
 			_ = r.rn.Campaign() // fails only for an unpromotable replica
 		}
 	}
@@ -637,12 +641,19 @@ func (r *Replica) TransferLeadership(node uint64) bool {
 // ReadIndex returns once this replica has applied every entry committed in
 // the group before the call (a linearizable read point, asked of the
 // leader): what a node reads afterwards includes any write acknowledged
-// before, wherever it was made. It fails when ctx ends first, for instance
-// while there is no leader.
+// before, wherever it was made. It fails with ErrNoLeader at once while
+// this replica knows no leader (Raft drops such a request without an
+// answer: the caller would wait out ctx for nothing, as a restarted node
+// did for 5 s before it heard from the leader), and when ctx ends first.
 func (r *Replica) ReadIndex(ctx context.Context) error {
 	ch := make(chan uint64, 1)
 	var key string
+	noLeader := false
 	f := func() {
+		if r.rn.BasicStatus().Lead == raft.None {
+			noLeader = true
+			return
+		}
 		// The leader tracks read requests by context across the group:
 		// make it unique per replica.
 		r.readSeq++
@@ -652,6 +663,9 @@ func (r *Replica) ReadIndex(ctx context.Context) error {
 	}
 	if err := r.call(ctx, f); err != nil {
 		return err
+	}
+	if noLeader {
+		return ErrNoLeader
 	}
 	var idx uint64
 	select {
@@ -816,7 +830,7 @@ func (r *Replica) run() {
 // fail stops the group after a storage failure: proposals, waiting and
 // new, fail; the loop waits for Stop.
 func (r *Replica) fail(err error) {
-	r.cfg.Logger.Error("replica failed; the group stops until restart", "group", r.cfg.Group, "err", err)
+	r.cfg.Logger.Error("replica stopped after a storage failure", "group", r.cfg.Group, "err", err)
 	r.failErr = fmt.Errorf("%w: %s failed: %v", ErrStopped, r.cfg.Group, err)
 	close(r.failedc)
 	r.failAll(r.failErr)

@@ -292,8 +292,8 @@ func (s *Server) httpHandler(reg *prometheus.Registry) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !s.broker.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if why := s.broker.NotReady(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

@@ -3,6 +3,7 @@ package client
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-mq/hermes/pkg/record"
@@ -30,6 +31,9 @@ type batch struct {
 	// slot: b holds one of the producer's in-flight slots, from when the
 	// sender first takes it until it is done (a retry keeps it).
 	slot bool // Lock: Producer.mu.
+	// retried is the error the batch was last retried after (an
+	// *Error), for a Future whose wait ends first.
+	retried atomic.Pointer[Error]
 
 	// The result, written before done is closed and read-only after.
 	done     chan struct{}

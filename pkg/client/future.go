@@ -1,6 +1,9 @@
 package client
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // closedChan is the Done channel of futures that failed before joining a
 // batch.
@@ -32,8 +35,9 @@ func (f *Future) Done() <-chan struct{} {
 // It returns the record's Ack, or the publish error (an *Error kind such
 // as ErrMessageTooLarge or ErrUnavailable after retries, ErrClosed when
 // the Producer was closed before the record was acknowledged), or
-// ctx.Err() when ctx ended first; in that case the record may still be
-// acknowledged later.
+// ctx.Err() when ctx ended first (naming, when the record was being
+// retried, the error it was retried after); in that case the record may
+// still be acknowledged later.
 func (f *Future) Wait(ctx context.Context) (Ack, error) {
 	if f.b == nil {
 		return Ack{ID: f.id}, f.err
@@ -41,6 +45,9 @@ func (f *Future) Wait(ctx context.Context) (Ack, error) {
 	select {
 	case <-f.b.done:
 	case <-ctx.Done():
+		if e := f.b.retried.Load(); e != nil {
+			return Ack{ID: f.id}, fmt.Errorf("%w (the record was being retried after: %v)", ctx.Err(), e)
+		}
 		return Ack{ID: f.id}, ctx.Err()
 	}
 	return f.result()

@@ -280,6 +280,7 @@ func (p *Producer) handleResponse(b *batch, resp *hermesv1.PublishResponse) {
 		p.finish(b, nil, err)
 		return
 	}
+	b.retried.Store(err)
 	p.c.log.Debug("hermes: retrying batch", "topic", p.topic, "partition", b.partition, "attempt", b.attempts, "err", err)
 	time.AfterFunc(p.c.retry.delay(b.attempts, err.RetryAfter), func() { p.requeue(b) })
 }
@@ -336,8 +337,13 @@ func (p *Producer) streamFailed(s *pubStream, recvErr error) {
 	if len(bs) > 0 {
 		p.c.log.Warn("hermes: publish stream broken", "topic", p.topic, "in_flight", len(bs), "err", err)
 	}
+	var e *Error
+	errors.As(err, &e)
 	for _, b := range bs {
 		if retry && b.attempts < p.c.retry.MaxAttempts {
+			if e != nil {
+				b.retried.Store(e)
+			}
 			p.requeue(b)
 		} else {
 			p.finish(b, nil, err)

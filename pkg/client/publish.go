@@ -32,7 +32,7 @@ func WithMode(m Mode) SendOption {
 }
 
 // WithPartition sends every record to partition p instead of choosing by
-// key hash (keyed records) or round-robin (keyless ones).
+// key hash (keyed records) or by the first keyless record's id.
 func WithPartition(p int32) SendOption {
 	return func(c *sendConfig) { c.partition, c.hasPartition = p, true }
 }
@@ -40,8 +40,9 @@ func WithPartition(p int32) SendOption {
 // Publish appends msgs to topic in one request and waits until the broker
 // acknowledged them in the chosen mode. It returns one Ack per message, in
 // order. Messages with a zero ID get a new UUIDv7 written into their ID
-// field; the broker chooses partitions by key hash (murmur2, as Kafka) or
-// round-robin unless WithPartition is given. Retriable failures are
+// field; the broker chooses partitions by key hash (murmur2, as Kafka),
+// keyless messages of a request together by the first one's ID (a retry
+// goes where the first attempt went), unless WithPartition is given. Retriable failures are
 // retried with the same message ids: the broker answers a retry of a
 // request it already stored (within its duplicate window, 2 minutes by
 // default) with the first copy's offsets instead of storing it again.

@@ -3272,8 +3272,10 @@ type PublishRequest struct {
 	// Echoed in the response; lets a stream match answers to requests.
 	RequestId uint64 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Topic     string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Target partition. Unset: by key hash (murmur2, as Kafka), keyless
-	// records spread round-robin. Required with a packed batch.
+	// Target partition. Unset: by key hash (murmur2, as Kafka); keyless
+	// records of a request together, by the hash of the first one's
+	// message id (a retry goes where the first attempt went). Required
+	// with a packed batch.
 	Partition *int32       `protobuf:"varint,3,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
 	Mode      DeliveryMode `protobuf:"varint,4,opt,name=mode,proto3,enum=hermes.v1.DeliveryMode" json:"mode,omitempty"`
 	// Either records ...
