@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -110,4 +112,189 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestCorruptReplicaStaysOfflineNotTheTopic: a follower restarted with a
+// bit flipped in an older segment of a partition's log cannot open that
+// replica (it reads its log to rebuild its Raft index). The partition
+// stays offline on that node only: /readyz names it, and the node still
+// serves the topic, publishes and reads, through the other replicas;
+// "topic does not exist" is never the answer.
+func TestCorruptReplicaStaysOfflineNotTheTopic(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3)
+	cs := clusterClients(t, nodes)
+	p0 := int32(0)
+	err := retryUnavailable(t, 20*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 10*time.Second), &pb.CreateTopicRequest{Name: "cr",
+			Config: &pb.TopicConfig{Partitions: 1, ReplicationFactor: 3, SegmentBytes: 1 << 20}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []bool{true, true, true}
+	for range 40 { // 40 × 64 records of 1 KiB: 2.5 MiB, 3 segments
+		publishToLeaderSized(t, cs, live, "cr", newIDs(64), 1024)
+	}
+	// The victim: a node that does not lead the partition.
+	victim := -1
+	for i := range nodes {
+		r, err := cs[i].DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range r.Partitions {
+			if p.Topic == "cr" && p.Leader != 0 && p.Leader != uint64(i+1) {
+				victim = i
+			}
+		}
+		if victim >= 0 {
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatal("no follower found")
+	}
+	v := nodes[victim]
+	v.Stop()
+	segs, _ := filepath.Glob(filepath.Join(v.DataDir, "topics", "cr@*", "0", "*.log"))
+	sort.Strings(segs)
+	if len(segs) < 2 {
+		t.Fatalf("%d segments on node %d", len(segs), victim+1)
+	}
+	flipByteAt(t, segs[0], 300_000)
+	v.Launch()
+	waitFor(t, 20*time.Second, "the damaged node's /readyz names the offline partition", func() bool {
+		code, body := readyzOf(v)
+		return code == 503 && strings.Contains(body, "cr/0")
+	})
+	// Through the damaged node: the topic exists, publishes and reads go
+	// through the other replicas.
+	c := cs[victim]
+	if _, err := c.DescribeTopic(ctxT(t, 5*time.Second), &pb.DescribeTopicRequest{Name: "cr"}); err != nil {
+		t.Fatalf("describe through the damaged node: %v", err)
+	}
+	err = retryUnavailable(t, 20*time.Second, func() error {
+		_, err := c.Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: "cr", Partition: &p0,
+			Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(newIDs(8), 64)})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("publish through the damaged node: %v", err)
+	}
+	var fetched int
+	err = retryUnavailable(t, 20*time.Second, func() error {
+		r, err := c.Fetch(ctxT(t, 5*time.Second), &pb.FetchRequest{Topic: "cr", Partition: 0, Offset: 0, MaxRecords: 100})
+		if err == nil {
+			fetched = len(r.Records)
+		}
+		return err
+	})
+	if err != nil || fetched == 0 {
+		t.Fatalf("fetch through the damaged node: %d records, %v", fetched, err)
+	}
+	if status.Code(err) == codes.NotFound {
+		t.Fatal(err)
+	}
+	if !strings.Contains(v.Log(200), "cannot be opened") {
+		t.Fatalf("the damaged node does not log the replica it cannot open:\n%s", v.Log(40))
+	}
+}
+
+func flipByteAt(t *testing.T, path string, at int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x5a
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readyzOf(n *testcluster.Node) (int, string) {
+	resp, err := http.Get(n.HTTPURL() + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestCutFollowerGetsItsEntriesAgain: a follower whose log lost its end
+// while it was down (entries it had acknowledged) hears heartbeats
+// committing past its log; the leader, which believes it holds them,
+// never sends them again by itself. The follower reports it, leadership
+// moves, and the new leader sends the entries: the follower's log is the
+// same as the others' again, with no publish to carry them.
+func TestCutFollowerGetsItsEntriesAgain(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3)
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 20*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 10*time.Second), &pb.CreateTopicRequest{Name: "cut",
+			Config: &pb.TopicConfig{Partitions: 1, ReplicationFactor: 3}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []bool{true, true, true}
+	for range 30 {
+		publishToLeaderSized(t, cs, live, "cut", newIDs(16), 512)
+	}
+	leader := 0
+	waitFor(t, 10*time.Second, "a leader", func() bool {
+		r, err := cs[0].DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			return false
+		}
+		for _, p := range r.Partitions {
+			if p.Topic == "cut" {
+				leader = int(p.Leader)
+			}
+		}
+		return leader != 0
+	})
+	victim := nodes[leader%3] // a follower
+	logBytes := func(n *testcluster.Node) int64 {
+		segs, _ := filepath.Glob(filepath.Join(n.DataDir, "topics", "cut@*", "0", "*.log"))
+		var total int64
+		for _, s := range segs {
+			if st, err := os.Stat(s); err == nil {
+				total += st.Size()
+			}
+		}
+		return total
+	}
+	waitFor(t, 10*time.Second, "the follower holds what the leader holds", func() bool {
+		return logBytes(victim) == logBytes(nodes[leader-1])
+	})
+	victim.Stop()
+	segs, _ := filepath.Glob(filepath.Join(victim.DataDir, "topics", "cut@*", "0", "*.log"))
+	sort.Strings(segs)
+	st, err := os.Stat(segs[len(segs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(segs[len(segs)-1], st.Size()-40_000); err != nil {
+		t.Fatal(err)
+	}
+	victim.Start()
+	want := logBytes(nodes[leader-1])
+	waitFor(t, 30*time.Second, "the cut follower holds the whole log again", func() bool {
+		var most int64
+		for _, n := range nodes {
+			if n != victim {
+				most = max(most, logBytes(n))
+			}
+		}
+		return logBytes(victim) >= want && logBytes(victim) == most
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,16 +63,6 @@ func fill(t *testing.T, dir string, keep int64) string {
 	return path
 }
 
-func readyz(t *testing.T, n *testcluster.Node) (int, string) {
-	resp, err := http.Get(n.HTTPURL() + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // TestDiskFullRecoversWithoutRestart: a write that finds the disk full
 // takes the partition offline with an error that says so at every
 // client, /readyz names it, and once space is freed the partition is
@@ -119,7 +108,7 @@ func TestDiskFullRecoversWithoutRestart(t *testing.T) {
 	if !errors.Is(failure, client.ErrUnavailable) || !strings.Contains(failure.Error(), "full disk") || !strings.Contains(failure.Error(), "by itself") {
 		t.Fatalf("a publish on a full disk: %v (want UNAVAILABLE saying the disk is full and that it recovers by itself)", failure)
 	}
-	code, body := readyz(t, n)
+	code, body := readyzOf(n)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "df/0") {
 		t.Fatalf("/readyz with an offline partition: %d %q", code, body)
 	}
@@ -142,7 +131,7 @@ func TestDiskFullRecoversWithoutRestart(t *testing.T) {
 	if n.PID() != pid {
 		t.Fatal("the node was restarted")
 	}
-	waitFor(t, 10*time.Second, "/readyz says ready", func() bool { code, _ := readyz(t, n); return code == http.StatusOK })
+	waitFor(t, 10*time.Second, "/readyz says ready", func() bool { code, _ := readyzOf(n); return code == http.StatusOK })
 	gc, _ := dial(t, n)
 	got := map[string]bool{}
 	for _, r := range readAll(t, gc, "df", 0) {

@@ -308,10 +308,10 @@ func (b *Broker) openClusterTopic(ct *cluster.Topic) error {
 	for i := range ct.Replicas {
 		p, err := b.openClusterPartition(t, int32(i), ct.Replicas[i], ct.Target(i))
 		if err != nil {
-			for _, q := range t.partitions() {
-				q.close()
-			}
-			return err
+			// One replica that cannot open (a corrupt log) leaves that
+			// partition offline here, not the whole topic: the others
+			// serve it.
+			p = b.unopenedPartition(t, int32(i), ct.Replicas[i], err)
 		}
 		p.setFloor(ct.Floor(i))
 		t.setPartitions(append(t.partitions(), p))

@@ -105,8 +105,10 @@ func (p *partition) notHere() error {
 	leader := uint64(0)
 	if p.rep != nil {
 		leader = p.rep.Leader()
-	} else if len(p.replicas) > 0 {
-		leader = p.replicas[0]
+	} else if others := p.b.replicaNodes(p); len(others) > 0 {
+		// A replica relays publishes it does not lead; one that is
+		// offline here (unopenedPartition) goes through another.
+		leader = others[0]
 	}
 	return &kindError{kind: ErrUnavailable, retryAfter: notLeaderRetry, leaderNode: leader, leader: p.b.leaderAddr(leader),
 		msg: fmt.Sprintf("partition %s/%d is led by node %d (replicas %v), not node %d", p.t.name, p.id, leader, p.replicas, p.b.cfg.Cluster.NodeID)}
@@ -238,6 +240,9 @@ func (p *partition) committed(batches [][]byte, hw int64) {
 // when it covers offset, else from the log. The first batch may start
 // below offset. The slices must not be modified.
 func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, start, hw int64, err error) {
+	if p.remote && p.offline() && p.onlyHere() {
+		return nil, 0, 0, p.offlineError()
+	}
 	if p.remote {
 		return p.b.remoteRead(p, offset, maxBytes)
 	}

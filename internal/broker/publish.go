@@ -229,6 +229,10 @@ func fillRecords(recs []record.Record, now int64) {
 // appendDurable proposes a validated batch to the partition's Raft group,
 // or relays it to the group's leader when that is another node.
 func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done stored) {
+	if p.remote && p.offline() && p.onlyHere() {
+		done(0, "", p.offlineError())
+		return
+	}
 	if p.remote {
 		b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
 		return

@@ -208,10 +208,92 @@ func (b *Broker) NotReady() string {
 		return "this node's metadata replica is offline after a storage failure; it is opened again once the disk has room"
 	}
 	if off := b.OfflinePartitions(); len(off) > 0 {
-		return fmt.Sprintf("%d partition replicas offline after a storage failure, opened again once the disk has room: %v", len(off), off)
+		return fmt.Sprintf("%d partition replicas offline on this node (a storage failure: opened again once the disk has room; or a log that cannot be opened: tried again later; the log says which): %v", len(off), off)
 	}
 	if !b.Ready() {
 		return "not ready: starting, or not caught up with the cluster's metadata yet"
 	}
 	return ""
+}
+
+// unopenedPartition stands for a replica of this node that could not be
+// opened (a corrupt log, an I/O error): a placeholder that relays to the
+// partition's other replicas, marked offline, while openLater tries again.
+func (b *Broker) unopenedPartition(t *topic, id int32, replicas []uint64, err error) *partition {
+	p := remotePartition(b, t, id, replicas)
+	p.failed = fmt.Errorf("partition %s/%d cannot be opened on node %d (%v); its other replicas serve it", t.name, id, b.cfg.Cluster.NodeID, err)
+	b.log.Error("a partition replica cannot be opened: it stays offline on this node, its other replicas serve the partition; opening it is tried again later",
+		"topic", t.name, "partition", id, "err", err)
+	b.m.storageFailures.Inc()
+	b.m.offline.Inc()
+	b.mu.RLock()
+	closing := b.closed
+	if !closing {
+		b.wg.Add(1)
+	}
+	b.mu.RUnlock()
+	if !closing {
+		go b.openLater(p)
+	}
+	return p
+}
+
+// openLater tries to open an unopened replica again: after 10 s, then
+// less and less often, up to every 5 minutes.
+func (b *Broker) openLater(p *partition) {
+	defer b.wg.Done()
+	backoff := 10 * time.Second
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(backoff):
+		}
+		done, err := b.openUnopened(p)
+		if done {
+			return
+		}
+		b.log.Warn("a partition replica still cannot be opened", "topic", p.t.name, "partition", p.id, "err", err, "retry_in", backoff)
+		backoff = min(2*backoff, 5*time.Minute)
+	}
+}
+
+func (b *Broker) openUnopened(p *partition) (bool, error) {
+	b.metaMu.Lock()
+	defer b.metaMu.Unlock()
+	t := p.t
+	parts := t.partitions()
+	if int(p.id) >= len(parts) || parts[p.id] != p || t.state != topicActive {
+		b.m.offline.Dec()
+		return true, nil // replaced (a move opened it, the topic went)
+	}
+	ct, ok := b.cl.Meta().Topic(t.name)
+	if !ok || ct.ID != t.id || int(p.id) >= len(ct.Replicas) {
+		b.m.offline.Dec()
+		return true, nil
+	}
+	np, err := b.openClusterPartition(t, p.id, ct.Replicas[p.id], ct.Target(int(p.id)))
+	if err != nil {
+		return false, err
+	}
+	np.setFloor(ct.Floor(int(p.id)))
+	parts = slices.Clone(parts)
+	parts[p.id] = np
+	t.setPartitions(parts)
+	t.broadcast()
+	p.close() // the placeholder's mirror
+	b.m.offline.Dec()
+	b.m.storageRecovered.Inc()
+	b.log.Info("partition replica opened", "topic", t.name, "partition", p.id)
+	return true, nil
+}
+
+// onlyHere reports whether no other node holds a replica of p.
+func (p *partition) onlyHere() bool {
+	for _, r := range p.replicas {
+		if r != p.b.cfg.Cluster.NodeID {
+			return false
+		}
+	}
+	return true
 }

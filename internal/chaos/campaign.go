@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, n := range c.nodes {
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err := n.waitReady(wctx)
+		err := n.waitReady(wctx) // a fresh node is never degraded
 		cancel()
 		if err != nil {
 			return nil, err
@@ -214,9 +214,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	c.waitGroupCaughtUp(ctx, 90*time.Second)
 	stopMembers()
 	cons.wait()
-	converged := c.waitConverged(ctx, 60*time.Second)
-	if !converged {
-		c.anomaly("not-converged", "replicas still behind their leaders 60 s after healing")
+	if behind := c.waitConverged(ctx, 60*time.Second); behind != "" {
+		c.anomaly("not-converged", "60 s after healing: "+behind)
 	}
 
 	cfg.Logf("reading every partition back")

@@ -89,7 +89,11 @@ type Report struct {
 	h *history
 }
 
-func (c *campaign) check(reads logs, replicas map[int]logs, unreadable []string, committed map[int32]int64) *Report {
+// unreadable names the replicas whose logs could not be read whole (see
+// readReplicas): a batch failing its checksum is damage the nemeses
+// injected and the node did not repair, an anomaly (it serves no wrong
+// record); anything else (a missing log) is divergence.
+func (c *campaign) check(reads logs, replicas map[int]logs, unreadable map[string]string, committed map[int32]int64) *Report {
 	h := c.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -195,8 +199,13 @@ func (c *campaign) check(reads logs, replicas map[int]logs, unreadable []string,
 	}
 
 	// Replicas against the partition as read through the API.
-	for _, u := range unreadable {
-		bad.add(Divergence, "%s", u)
+	for _, k := range slices.Sorted(maps.Keys(unreadable)) {
+		u := unreadable[k]
+		if strings.Contains(u, "corrupt") {
+			r.Anomalies = append(r.Anomalies, Anomaly{Kind: "replica-damaged", Detail: u + " (not repaired)", At: r.Elapsed})
+		} else {
+			bad.add(Divergence, "%s", u)
+		}
 	}
 	for id, ls := range replicas {
 		for topic, ps := range ls {
@@ -211,7 +220,7 @@ func (c *campaign) check(reads logs, replicas map[int]logs, unreadable []string,
 						bad.add(Divergence, "node %d, %s/%d@%d holds %q, the partition %q", id, topic, p, rec.Offset, rec.Value, v)
 					}
 				}
-				if len(want) > 0 {
+				if _, damaged := unreadable[replicaKey(id, topic, p)]; len(want) > 0 && !damaged {
 					last := want[len(want)-1].Offset
 					if len(recs) == 0 || recs[len(recs)-1].Offset < last {
 						bad.add(Divergence, "node %d, %s/%d: the replica ends before offset %d, committed and read back", id, topic, p, last)

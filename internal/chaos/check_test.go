@@ -48,7 +48,10 @@ func TestCheckerNamesEveryViolation(t *testing.T) {
 		{Member: "m", Session: 1, Epoch: 1, Partition: 1, Offset: 2, Value: "c3-0", At: 3 * s},
 	}
 	c.h.commits = []CommitSample{{At: 1 * s, Partition: 2, Committed: 2}, {At: 2 * s, Partition: 2, Committed: 1}}
-	r := c.check(reads, replicas, []string{"node 3, chaos-consistent/0: at 7: corrupt"}, map[int32]int64{2: 2})
+	r := c.check(reads, replicas, map[string]string{
+		replicaKey(3, topicConsistent, 0): "node 3, chaos-consistent/0: at 7: corrupt batch",
+		replicaKey(3, topicEventual, 0):   "node 3: 0 directories for topic chaos-eventual",
+	}, map[int32]int64{2: 2})
 
 	want := map[string]int{Lost: 1, Duplicated: 1, Unexpected: 1, InconsistentOffsets: 1, Divergence: 3,
 		OutOfOrder: 1, PollSkip: 1, GroupProgressLost: 2}
@@ -64,6 +67,9 @@ func TestCheckerNamesEveryViolation(t *testing.T) {
 	}
 	if r.Valid {
 		t.Error("a run with violations is valid")
+	}
+	if len(r.Anomalies) != 1 || r.Anomalies[0].Kind != "replica-damaged" {
+		t.Errorf("anomalies: %+v, want the damaged replica", r.Anomalies)
 	}
 	if f := r.Allowed[LostEventual]; f == nil || f.Count != 1 {
 		t.Errorf("lost eventual: %+v", f)
@@ -99,6 +105,9 @@ func TestCheckerPassesACorrectRun(t *testing.T) {
 	}
 	replicas := map[int]logs{1: reads, 2: reads, 3: reads}
 	r := c.check(reads, replicas, nil, map[int32]int64{0: 17, 1: 17, 2: 16})
+	if len(r.Anomalies) != 0 {
+		t.Errorf("anomalies in a correct run: %+v", r.Anomalies)
+	}
 	if !r.Valid {
 		t.Fatalf("a correct run is invalid:\n%s", r.Text())
 	}

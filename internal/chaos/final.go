@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -57,36 +58,47 @@ func (c *campaign) waitGroupCaughtUp(ctx context.Context, timeout time.Duration)
 	return false
 }
 
-// waitConverged waits until every partition's leader reports every
-// replica at its last entry.
-func (c *campaign) waitConverged(ctx context.Context, timeout time.Duration) bool {
+// waitConverged waits until the leader of every partition of the
+// durable topics reports every replica at its last entry. It returns ""
+// then, else what was still behind.
+func (c *campaign) waitConverged(ctx context.Context, timeout time.Duration) string {
 	deadline := time.Now().Add(timeout)
+	behind := "no answer"
 	for time.Now().Before(deadline) && sleep(ctx, 500*time.Millisecond) {
-		seen := map[string]bool{}
-		ok := true
+		var lag []string
+		led := map[string]bool{}
 		for _, n := range c.nodes {
 			r := describeNode(ctx, n)
 			if r == nil {
-				ok = false
-				break
+				lag = append(lag, fmt.Sprintf("node %d does not answer", n.id))
+				continue
 			}
 			for _, p := range r.Partitions {
-				if len(p.Progress) == 0 {
+				if len(p.Progress) == 0 || p.Topic != topicConsistent && p.Topic != topicEventual {
 					continue // not the leader
 				}
-				seen[fmt.Sprintf("%s/%d", p.Topic, p.Partition)] = true
+				name := fmt.Sprintf("%s/%d", p.Topic, p.Partition)
+				led[name] = true
 				for _, pr := range p.Progress {
 					if pr.LagEntries > 0 {
-						ok = false
+						lag = append(lag, fmt.Sprintf("%s: node %d %d entries behind", name, pr.Node, pr.LagEntries))
 					}
 				}
 			}
 		}
-		if ok && len(seen) >= 2*partitions {
-			return true
+		for _, topic := range []string{topicConsistent, topicEventual} {
+			for p := range partitions {
+				if name := fmt.Sprintf("%s/%d", topic, p); !led[name] {
+					lag = append(lag, name+": no leader reports")
+				}
+			}
 		}
+		if len(lag) == 0 {
+			return ""
+		}
+		behind = strings.Join(lag, "; ")
 	}
-	return false
+	return behind
 }
 
 // readAll reads every partition of the durable topics from its start to
@@ -138,7 +150,7 @@ func fetchAll(ctx context.Context, hc hermesv1.HermesClient, topic string, p int
 			offset = r.StartOffset
 		}
 		for _, m := range r.Records {
-			recs = append(recs, Rec{Offset: m.Offset, Value: string(m.Payload)})
+			recs = append(recs, Rec{Offset: m.Offset, Value: valueOf(m.Payload)})
 		}
 		if r.NextOffset <= offset && len(r.Records) == 0 {
 			if offset >= r.HighWatermark {
@@ -181,24 +193,26 @@ func (c *campaign) finalCommitted(ctx context.Context) (map[int32]int64, error) 
 // readReplicas reads every replica's partition logs from its files, the
 // nodes being stopped: node id → topic → partition → records. A log that
 // cannot be read whole is a problem of that replica (what could be read
-// is kept), named in the second result.
-func readReplicas(nodes []*node) (map[int]logs, []string) {
+// is kept), named in the second result by "node/topic/partition".
+func readReplicas(nodes []*node) (map[int]logs, map[string]string) {
 	out := map[int]logs{}
-	var problems []string
+	problems := map[string]string{}
 	for _, n := range nodes {
 		out[n.id] = logs{}
 		for _, topic := range []string{topicConsistent, topicEventual} {
 			out[n.id][topic] = map[int32][]Rec{}
 			dirs, _ := filepath.Glob(filepath.Join(n.dataDir(), "topics", topic+"@*"))
 			if len(dirs) != 1 {
-				problems = append(problems, fmt.Sprintf("node %d: %d directories for topic %s", n.id, len(dirs), topic))
+				for p := range int32(partitions) {
+					problems[replicaKey(n.id, topic, p)] = fmt.Sprintf("node %d: %d directories for topic %s", n.id, len(dirs), topic)
+				}
 				continue
 			}
 			for p := range int32(partitions) {
 				dir := filepath.Join(dirs[0], fmt.Sprint(p))
 				recs, err := readLog(dir)
 				if err != nil {
-					problems = append(problems, fmt.Sprintf("node %d, %s/%d: %v", n.id, topic, p, err))
+					problems[replicaKey(n.id, topic, p)] = fmt.Sprintf("node %d, %s/%d: %v", n.id, topic, p, err)
 				}
 				out[n.id][topic][p] = recs
 			}
@@ -212,6 +226,10 @@ func readReplicas(nodes []*node) (map[int]logs, []string) {
 // in files named by their base offsets, each batch checked whole (CRC,
 // framing). It stops at the first batch that is not valid; zeros after
 // the last batch of a segment are preallocated space.
+func replicaKey(node int, topic string, p int32) string {
+	return fmt.Sprintf("%d/%s/%d", node, topic, p)
+}
+
 func readLog(dir string) ([]Rec, error) {
 	segs, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
@@ -239,7 +257,7 @@ func readLog(dir string) ([]Rec, error) {
 			}
 			if !h.Control() {
 				err = record.ForEachRecord(data[pos:pos+h.Size()], func(r record.Record) bool {
-					recs = append(recs, Rec{Offset: r.Offset, Value: string(r.Payload)})
+					recs = append(recs, Rec{Offset: r.Offset, Value: valueOf(r.Payload)})
 					return true
 				})
 				if err != nil {

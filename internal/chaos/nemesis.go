@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -347,7 +348,10 @@ func (c *campaign) startAndWait(ctx context.Context, n *node) error {
 	wctx, cancel := context.WithTimeout(ctx, c.recoverTimeout)
 	defer cancel()
 	start := time.Now()
-	if err := n.waitReady(wctx); err != nil {
+	if err := n.waitReady(wctx); errors.Is(err, errDegraded) {
+		c.anomaly("degraded", fmt.Sprintf("after a restart: %v", err))
+		return nil
+	} else if err != nil {
 		c.anomaly("not-ready", fmt.Sprintf("node %d after a restart: %v", n.id, err))
 		return nil
 	}

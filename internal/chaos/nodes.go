@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -186,21 +187,36 @@ func (n *node) code() int {
 
 var probe = &http.Client{Timeout: time.Second}
 
-// ready reports whether the node answers /readyz with 200.
-func (n *node) ready() bool {
+var errDegraded = errors.New("up, not ready")
+
+// readyz is the node's /readyz answer: whether it is ready, and why not.
+func (n *node) readyz() (bool, string) {
 	resp, err := probe.Get(n.httpURL() + "/readyz")
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode == http.StatusOK, strings.TrimSpace(string(b))
 }
 
-// waitReady waits until the node is ready, it exits, or ctx ends.
+// degraded reports whether a not-ready answer says the node is up but
+// holds a replica offline (one it cannot open, or one waiting for disk
+// space): it will not become ready by waiting.
+func degraded(why string) bool {
+	return strings.Contains(why, "replicas offline on this node") || strings.Contains(why, "metadata replica is offline")
+}
+
+// waitReady waits until the node is ready, it exits, or ctx ends. A node
+// that is up but degraded (see degraded) returns errDegraded at once.
 func (n *node) waitReady(ctx context.Context) error {
 	for {
-		if n.ready() {
+		ok, why := n.readyz()
+		if ok {
 			return nil
+		}
+		if degraded(why) {
+			return fmt.Errorf("%w: node %d: %s", errDegraded, n.id, why)
 		}
 		select {
 		case <-n.waitChan():

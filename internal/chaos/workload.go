@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,29 @@ const (
 	groupName  = "chaos"
 	partitions = 3
 )
+
+// A record's payload is its value, unique in the run, then padding up to
+// payloadBytes: logs fill segments (1 MiB, the least) within a short run,
+// so that older segments exist to damage.
+const payloadBytes = 256
+
+func payloadOf(value string) []byte {
+	b := make([]byte, max(payloadBytes, len(value)+1))
+	copy(b, value)
+	b[len(value)] = '|'
+	for i := len(value) + 1; i < len(b); i++ {
+		b[i] = '.'
+	}
+	return b
+}
+
+// valueOf is the value a payload made by payloadOf carries.
+func valueOf(payload []byte) string {
+	if i := bytes.IndexByte(payload, '|'); i >= 0 {
+		return string(payload[:i])
+	}
+	return string(payload)
+}
 
 // clients holds one SDK client per node for one worker. A client is made
 // with few retries: the workload picks another node rather than wait on
@@ -80,7 +104,7 @@ func producer(ctx context.Context, h *history, nodes []*node, name, topic string
 		for i := range msgs {
 			vals[i] = fmt.Sprintf("%s-%d", name, seq)
 			seq++
-			msgs[i] = &client.Message{Payload: []byte(vals[i])}
+			msgs[i] = &client.Message{Payload: payloadOf(vals[i])}
 		}
 		rec := PublishOp{Worker: name, Mode: modeName(mode), Topic: topic, Node: id, Start: h.now(), Values: vals}
 		c, err := cs.get(ctx, id)
@@ -183,7 +207,7 @@ func consume(ctx context.Context, h *history, cons *client.Consumer, name string
 			epoch++
 		}
 		h.addPoll(Poll{Member: name, Session: session, Epoch: epoch, At: h.now(),
-			Partition: m.Partition, Offset: m.Offset, Value: string(m.Payload)})
+			Partition: m.Partition, Offset: m.Offset, Value: valueOf(m.Payload)})
 		switch style {
 		case client.AckManual:
 			if sinceCommit++; sinceCommit >= 20 {

@@ -160,6 +160,7 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: sc.Logger, host: replication.NewHost(), stop: make(chan struct{})}
 	n.tr = replication.NewGRPCTransport(cfg.NodeID, cfg.TLS, n.host.Deliver, sc.Logger.With("component", "raft"))
+	n.tr.SetReplicas(n.host.Replica)
 	var voters []uint64
 	for id, addr := range cfg.Peers {
 		voters = append(voters, id)

@@ -24,7 +24,7 @@ func TestKeyOfIgnoresWhatTheBrokerRewrites(t *testing.T) {
 	if !ok || k.Count != 3 || k.FirstID[0] != 1 {
 		t.Fatalf("key %+v, %v", k, ok)
 	}
-	record.SetPosition(b, 12345, 7, 99)
+	record.SetPosition(b, 12345, 7, 99, 0)
 	if k2, _ := KeyOf(b); k2 != k {
 		t.Fatalf("key changed with the batch's offset and raft position: %+v vs %+v", k2, k)
 	}

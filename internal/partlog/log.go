@@ -75,8 +75,10 @@ type Log struct {
 // if missing or inconsistent.
 //
 // Errors: ErrInvalidOptions; an error wrapping ErrCorrupt naming the file
-// when a segment other than the last is corrupt or the segments do not
-// follow on (nothing is cut then); I/O errors.
+// when the batches of a segment other than the last do not follow on (a
+// header damaged, bytes missing) or the segments do not follow on (nothing
+// is cut then); I/O errors. A corrupt batch body in such a segment (a bit
+// flipped on the disk) is found when the batch is read (see Read).
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {

@@ -23,7 +23,11 @@ type scanResult struct {
 // the segment start) to end, each with ValidateBatch and with base offsets
 // following on, adding index entries by the append rule. A bad or torn
 // batch ends the scan with res.stop set; an I/O error is returned.
-func scanSegment(seg *segment, entries []indexEntry, end int64, interval int) (scanResult, error) {
+//
+// With headersOnly, batches are checked by their headers alone (length,
+// offsets), not their bodies: what a segment sealed long ago with a bit
+// flipped in a batch's body is made of.
+func scanSegment(seg *segment, entries []indexEntry, end int64, interval int, headersOnly ...bool) (scanResult, error) {
 	res := scanResult{next: seg.base, maxTS: math.MinInt64, entries: entries}
 	if n := len(entries); n > 0 {
 		res.pos, res.next, res.maxTS = int64(entries[n-1].pos), seg.base+int64(entries[n-1].rel), entries[n-1].ts
@@ -34,7 +38,7 @@ func scanSegment(seg *segment, entries []indexEntry, end int64, interval int) (s
 		if err == io.EOF {
 			return res, nil
 		}
-		if err == nil {
+		if err == nil && (len(headersOnly) == 0 || !headersOnly[0]) {
 			h, err = record.ValidateBatch(b)
 		}
 		if err == nil && h.BaseOffset != res.next {
@@ -88,8 +92,11 @@ func (l *Log) recoverLast(seg *segment, size int64) error {
 // against the file (the batches after its last entry must validate and end
 // exactly at the file end, at offset nextBase where the next segment
 // starts) and rebuilds it by a full scan if that fails. A segment whose
-// full scan fails too is corrupt: the error names it and wraps ErrCorrupt,
-// and nothing is truncated, as later segments hold acknowledged data.
+// batches' headers still follow on to nextBase, but a body of which is
+// corrupt (a bit flipped on the disk), is opened: reads of that batch
+// report it (see Read), the others are served. A segment whose headers do
+// not follow on is corrupt: the error names it and wraps ErrCorrupt, and
+// nothing is truncated, as later segments hold acknowledged data.
 func (l *Log) loadOlder(seg *segment, size, nextBase int64) error {
 	entries, reason := seg.loadIndex(size)
 	if reason == nil {
@@ -110,6 +117,14 @@ func (l *Log) loadOlder(seg *segment, size, nextBase int64) error {
 	}
 	l.opts.Logger.Warn("partlog: rebuilding a segment index", "segment", seg.path(logSuffix), "reason", reason)
 	res, err := scanSegment(seg, nil, size, l.opts.IndexIntervalBytes)
+	if err == nil && res.stop != nil {
+		bad := res
+		if hres, herr := scanSegment(seg, nil, size, l.opts.IndexIntervalBytes, true); herr == nil && hres.stop == nil && hres.next == nextBase {
+			l.opts.Logger.Warn("partlog: a batch of an older segment is corrupt; reads of it fail, the rest is served",
+				"segment", seg.path(logSuffix), "position", bad.pos, "offset", bad.next, "reason", bad.stop)
+			res = hres
+		}
+	}
 	switch {
 	case err != nil:
 		return err

@@ -185,19 +185,13 @@ func TestRecoverIndexes(t *testing.T) {
 	}
 }
 
+// A segment that is not the last whose batches no longer follow on (a
+// header damaged, bytes missing) stops the start.
 func TestOlderSegmentCorruptIsAnError(t *testing.T) {
 	tests := []struct {
 		name   string
 		damage func(t *testing.T, path string)
 	}{
-		{"flipped byte in its last batch", func(t *testing.T, path string) {
-			st, _ := os.Stat(path)
-			flipByte(t, path, st.Size()-2)
-		}},
-		{"flipped byte with index gone", func(t *testing.T, path string) {
-			flipByte(t, path, 70)
-			os.Remove(strings.TrimSuffix(path, logSuffix) + indexSuffix)
-		}},
 		{"cut short", func(t *testing.T, path string) {
 			st, _ := os.Stat(path)
 			os.Truncate(path, st.Size()-10)
@@ -238,4 +232,58 @@ func TestOrphanIndexFilesRemoved(t *testing.T) {
 		t.Fatalf("orphan index kept: %v", err)
 	}
 	f.check()
+}
+
+// TestOlderSegmentCorruptBodyIsServedAround: a bit flipped in the body of
+// a batch of an older segment (its headers still follow on) does not stop
+// the start: a read of that batch fails naming the file, every other
+// batch is served.
+func TestOlderSegmentCorruptBodyIsServedAround(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{"flipped byte in its last batch", func(t *testing.T, path string) {
+			st, _ := os.Stat(path)
+			flipByte(t, path, st.Size()-2)
+		}},
+		{"flipped byte with index gone", func(t *testing.T, path string) {
+			flipByte(t, path, 70)
+			os.Remove(strings.TrimSuffix(path, logSuffix) + indexSuffix)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{SegmentBytes: 2048})
+			f.appendMany(100, 30)
+			f.l.Close()
+			path := filepath.Join(f.dir, segmentFile(0, logSuffix))
+			tt.damage(t, path)
+			f.reopen()
+			bad := 0
+			for off := int64(0); off < f.l.NextOffset(); {
+				b, err := f.l.Read(off, 1, f.l.NextOffset())
+				if errors.Is(err, ErrCorrupt) && strings.Contains(err.Error(), path) {
+					bad++
+				} else if err != nil {
+					t.Fatalf("read at %d: %v", off, err)
+				}
+				next := off + 1
+				if err == nil {
+					h, _ := record.ParseHeader(b)
+					next = h.NextOffset()
+					record.ForEachRecord(b, func(r Record) bool {
+						if !recordsEqual(r, f.want[r.Offset]) {
+							t.Fatalf("record %d differs", r.Offset)
+						}
+						return true
+					})
+				}
+				off = next
+			}
+			if bad == 0 {
+				t.Fatal("no read reported the corrupt batch")
+			}
+		})
+	}
 }

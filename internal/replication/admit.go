@@ -88,6 +88,12 @@ func (r *Replica) admit(m *pb.Message) string {
 func (r *Replica) step(m *pb.Message) (err error) {
 	if why := r.admit(m); why != "" {
 		r.refuse(m, why)
+		if last, _ := r.store.LastIndex(); m.GetType() == pb.MessageType_MsgHeartbeat && m.GetCommit() > last &&
+			m.GetTerm() >= r.rn.BasicStatus().HardState.GetTerm() {
+			// The leader commits what this replica acknowledged and no
+			// longer has (see lost.go).
+			r.reportLost(m.GetFrom(), m.GetCommit(), last)
+		}
 		return nil
 	}
 	defer func() {

@@ -44,6 +44,14 @@ func (t *GRPCTransport) Forward(ctx context.Context, req *tpb.ForwardRequest) (*
 	t.fw.mu.Lock()
 	h := t.fw.handlers[req.Group]
 	t.fw.mu.Unlock()
+	if node, ok := lostReport(req.Command); ok && t.replica != nil {
+		if r := t.replica(req.Group); r != nil {
+			if err := r.peerLost(node); err != nil {
+				return &tpb.ForwardResponse{NotLeader: true, Leader: r.Leader()}, nil
+			}
+			return &tpb.ForwardResponse{}, nil
+		}
+	}
 	if h == nil {
 		return &tpb.ForwardResponse{NotLeader: true}, nil
 	}

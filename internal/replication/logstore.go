@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -68,6 +69,9 @@ type entryPos struct {
 	off, next int64
 	bytes     int64 // the size of the entry's batches in the log
 	side      bool  // the entry carries no records; its data is in raftState.side
+	// cut: at open, the entry's last batch in the log says more follow
+	// (EntryFollowing): the rest was lost (a torn write, a damaged tail).
+	cut bool
 }
 
 // Appended describes an entry carrying batches that Append stored.
@@ -88,9 +92,10 @@ type Appended struct {
 // by the same goroutine through RawNode, and the read methods may be called
 // by others (mu guards the index).
 type LogStore struct {
-	group string
-	log   *partlog.Log
-	meta  *meta.Store
+	group  string
+	log    *partlog.Log
+	meta   *meta.Store
+	logger *slog.Logger
 
 	mu sync.Mutex
 	st *raftState
@@ -191,7 +196,7 @@ var _ raft.Storage = (*LogStore)(nil)
 // tail (a crash between writing the data log and the state) is cut back to
 // the longest contiguous run of entries: nothing after it had been
 // reported as persisted.
-func OpenLogStore(group string, log *partlog.Log, ms *meta.Store) (*LogStore, error) {
+func OpenLogStore(group string, log *partlog.Log, ms *meta.Store, logger ...*slog.Logger) (*LogStore, error) {
 	st := newRaftState()
 	if enc, err := ms.RaftState(group); err == nil {
 		if st, err = decodeState(enc); err != nil {
@@ -200,7 +205,10 @@ func OpenLogStore(group string, log *partlog.Log, ms *meta.Store) (*LogStore, er
 	} else if !errors.Is(err, meta.ErrNotFound) {
 		return nil, err
 	}
-	s := &LogStore{group: group, log: log, meta: ms, st: st, first: st.compactIndex + 1, savedCommit: st.hard.GetCommit()}
+	s := &LogStore{group: group, log: log, meta: ms, st: st, first: st.compactIndex + 1, savedCommit: st.hard.GetCommit(), logger: slog.Default()}
+	if len(logger) > 0 && logger[0] != nil {
+		s.logger = logger[0]
+	}
 	if st.compactIndex > 0 {
 		snap, err := ms.RaftSnapshot(group)
 		if err != nil {
@@ -252,6 +260,7 @@ func (s *LogStore) scan(from int64) (map[uint64]entryPos, error) {
 			}
 			pos.next = h.NextOffset()
 			pos.bytes += int64(h.Size())
+			pos.cut = h.EntryFollowing > 0
 			data[h.RaftIndex] = pos
 			raw, off = raw[h.Size():], h.NextOffset()
 		}
@@ -264,7 +273,12 @@ func (s *LogStore) scan(from int64) (map[uint64]entryPos, error) {
 func (s *LogStore) rebuild(data map[uint64]entryPos) error {
 	next := s.st.compactOffset
 	for i := s.first; ; i++ {
-		if pos, ok := data[i]; ok && pos.off == next {
+		if pos, ok := data[i]; ok && pos.off == next && pos.cut {
+			// Only part of the entry's batches is here: it is dropped
+			// whole (cut below), and the leader sends it again.
+			s.logger.Warn("an entry cut short at the end of the log is dropped; the leader sends it again", "group", s.group,
+				"index", i, "offsets", fmt.Sprintf("[%d, %d)", pos.off, pos.next))
+		} else if ok && pos.off == next {
 			s.ents = append(s.ents, pos)
 			next = pos.next
 			continue
@@ -361,6 +375,9 @@ func (s *LogStore) appendEntry(e *pb.Entry, now time.Time, own uint64) (Appended
 	}
 	next, size := off, int64(len(body))
 	checked := own != 0 && p.Node == own
+	// Each batch says how many follow it in the entry: recovery tells an
+	// entry cut short (a torn write, a damaged tail) from a whole one.
+	following := countBatches(body) - 1
 	for len(body) > 0 {
 		var h record.BatchHeader
 		var err error
@@ -376,7 +393,8 @@ func (s *LogStore) appendEntry(e *pb.Entry, now time.Time, own uint64) (Appended
 			return Appended{}, fmt.Errorf("%s: entry %d: %w", s.group, idx, err)
 		}
 		b := body[:h.Size()]
-		record.SetPosition(b, next, term, idx)
+		record.SetPosition(b, next, term, idx, max(following, 0))
+		following--
 		if err := s.log.AppendShared(b); err != nil {
 			return Appended{}, err
 		}
@@ -390,6 +408,21 @@ func (s *LogStore) appendEntry(e *pb.Entry, now time.Time, own uint64) (Appended
 	}
 	s.ents = append(s.ents, entryPos{term: term, off: off, next: next, bytes: size})
 	return Appended{Index: idx, Term: term, Proposal: p, First: off, Next: next}, nil
+}
+
+// countBatches counts the batches an entry's body holds, by their
+// headers (the loop that appends them checks each one).
+func countBatches(body []byte) int {
+	n := 0
+	for len(body) >= record.BatchHeaderSize {
+		h, err := record.ParseHeader(body)
+		if err != nil || h.Size() > len(body) {
+			break
+		}
+		body = body[h.Size():]
+		n++
+	}
+	return n
 }
 
 // truncateFrom drops entries from index idx on, from the log and the side

@@ -202,6 +202,37 @@ func TestLogStoreCutsAfterAGap(t *testing.T) {
 	}
 }
 
+// TestLogStoreDropsAnEntryCutShort: an entry of two batches of which the
+// log kept only the first (a write torn between them, a damaged tail cut
+// at recovery) is dropped whole at open: kept, it would stand for the
+// whole entry and every later record would sit at another offset than on
+// the other replicas (found by the fault campaign).
+func TestLogStoreDropsAnEntryCutShort(t *testing.T) {
+	f := newFixture(t)
+	f.append(dataEntry(1, 1, 2, Proposal{}), dataEntry(2, 1, 4, Proposal{}))
+	// Entry 2's batches: offsets [2, 4) and [4, 6). Keep the first only.
+	if err := f.log.Truncate(4); err != nil {
+		t.Fatal(err)
+	}
+	f.reopen()
+	if last, _ := f.s.LastIndex(); last != 1 {
+		t.Fatalf("last index %d, want 1 (entry 2 cut short)", last)
+	}
+	if f.log.NextOffset() != 2 {
+		t.Fatalf("log next offset %d, want 2 (entry 2's first batch dropped too)", f.log.NextOffset())
+	}
+	// A whole entry of two batches stays.
+	f.append(dataEntry(2, 2, 4, Proposal{}))
+	f.reopen()
+	if last, _ := f.s.LastIndex(); last != 2 || f.log.NextOffset() != 6 {
+		t.Fatalf("after a whole entry: last index %d, next offset %d, want 2 and 6", last, f.log.NextOffset())
+	}
+	ents, err := f.s.Entries(2, 3, 1<<20)
+	if err != nil || len(ents) != 1 || len(payloads(t, ents[0])) != 4 {
+		t.Fatalf("entry 2: %v, %v", ents, err)
+	}
+}
+
 func TestLogStoreEntriesMaxSize(t *testing.T) {
 	f := newFixture(t)
 	f.append(dataEntry(1, 1, 10, Proposal{}), dataEntry(2, 1, 10, Proposal{}), dataEntry(3, 1, 10, Proposal{}))

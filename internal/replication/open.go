@@ -78,7 +78,7 @@ func OpenStored(group, dir string, lo LogOptions, ms *meta.Store, logger *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", group, err)
 	}
-	store, err := OpenLogStore(group, log, ms)
+	store, err := OpenLogStore(group, log, ms, logger)
 	if err != nil {
 		log.Close()
 		return nil, err

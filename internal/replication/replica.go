@@ -256,6 +256,9 @@ type Replica struct {
 	// refusedAtLog.
 	refusedLogged time.Time
 	refusedAtLog  uint64
+	// lostReported: when reportLost last told the leader. Replica
+	// goroutine.
+	lostReported time.Time
 }
 
 // NewReplica starts the group's replica over store. A store with no entries

@@ -44,6 +44,9 @@ type GRPCTransport struct {
 	tls  *NodeTLS // nil: plaintext
 	// deliver hands a received message to its group (nil group: dropped).
 	deliver func(group string, m *pb.Message)
+	// replica finds a group's replica on this node (nil: none), for the
+	// reports of lost entries (see lost.go). Set by SetReplicas.
+	replica func(group string) *Replica
 
 	mu    sync.Mutex
 	peers map[uint64]*peer
@@ -63,6 +66,10 @@ type peer struct {
 // NewGRPCTransport makes a transport for node self, secured by sec (nil:
 // plaintext); deliver receives every inbound message (from the gRPC
 // server's goroutines).
+// SetReplicas tells the transport where this node's replicas are (the
+// Host), for the reports of lost entries replicas send their leaders.
+func (t *GRPCTransport) SetReplicas(find func(group string) *Replica) { t.replica = find }
+
 func NewGRPCTransport(self uint64, sec *NodeTLS, deliver func(group string, m *pb.Message), log *slog.Logger) *GRPCTransport {
 	if log == nil {
 		log = slog.Default()

@@ -90,11 +90,16 @@ type BatchHeader struct {
 	Attributes      uint8
 	RecordCount     uint32
 	BaseOffset      int64
-	RaftTerm        uint64
+	RaftTerm        uint64 // the low 48 bits of the term field
 	RaftIndex       uint64
 	FirstTimestamp  int64
 	MaxTimestamp    int64
 	LastOffsetDelta uint32
+	// EntryFollowing is how many batches follow this one in its Raft
+	// entry (the top 16 bits of the term field; 0 in the entry's last
+	// batch and in batches written before it was kept). Recovery uses it
+	// to tell an entry cut short from a whole one.
+	EntryFollowing uint16
 }
 
 // Size is the whole batch's size in bytes, length field included.
@@ -148,7 +153,8 @@ func parseHeader(b []byte) (BatchHeader, error) {
 	h.Attributes = b[offAttributes]
 	h.RecordCount = le.Uint32(b[offRecordCount:])
 	h.BaseOffset = int64(le.Uint64(b[offBaseOffset:]))
-	h.RaftTerm = le.Uint64(b[offRaftTerm:])
+	term := le.Uint64(b[offRaftTerm:])
+	h.RaftTerm, h.EntryFollowing = term&raftTermMask, uint16(term>>48)
 	h.RaftIndex = le.Uint64(b[offRaftIndex:])
 	h.FirstTimestamp = int64(le.Uint64(b[offFirstTimestamp:]))
 	h.MaxTimestamp = int64(le.Uint64(b[offMaxTimestamp:]))
@@ -286,14 +292,19 @@ func SetTxnAttributes(b []byte, attrs uint8) {
 	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
 }
 
-// SetPosition rewrites the base offset and the Raft term and index of the
-// batch at the start of b and recomputes its CRC once, in place.
+// raftTermMask keeps the Raft term of the term field; its top 16 bits
+// count the batches that follow in the same Raft entry.
+const raftTermMask = 1<<48 - 1
+
+// SetPosition rewrites the base offset, the Raft term and index of the
+// batch at the start of b, and how many batches follow it in its Raft
+// entry (saturating at 65,535), and recomputes its CRC once, in place.
 //
-// REQUIRES: as SetBaseOffset.
-func SetPosition(b []byte, base int64, term, index uint64) {
+// REQUIRES: as SetBaseOffset; term < 2^48.
+func SetPosition(b []byte, base int64, term, index uint64, following int) {
 	size := wholeBatch(b)
 	le.PutUint64(b[offBaseOffset:], uint64(base))
-	le.PutUint64(b[offRaftTerm:], term)
+	le.PutUint64(b[offRaftTerm:], term&raftTermMask|uint64(min(following, 0xFFFF))<<48)
 	le.PutUint64(b[offRaftIndex:], index)
 	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
 }

@@ -286,3 +286,20 @@ func TestTxnAttributes(t *testing.T) {
 		t.Fatalf("a non-transactional control batch: %v", err)
 	}
 }
+
+// The term field carries the Raft term in its low 48 bits and, in its
+// top 16, how many batches follow in the same entry (saturating).
+func TestSetPositionEntryFollowing(t *testing.T) {
+	for _, following := range []int{0, 1, 7, 70000} {
+		b := AppendBatch(nil, 0, []Record{{Timestamp: 1, Payload: []byte("x")}})
+		SetPosition(b, 42, 1<<40+3, 9, following)
+		h, err := ValidateBatch(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint16(min(following, 0xFFFF))
+		if h.RaftTerm != 1<<40+3 || h.RaftIndex != 9 || h.BaseOffset != 42 || h.EntryFollowing != want {
+			t.Fatalf("following %d: %+v", following, h)
+		}
+	}
+}

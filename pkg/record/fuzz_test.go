@@ -37,8 +37,9 @@ func FuzzValidateBatch(f *testing.F) {
 
 // checkValidateProperty: ValidateBatch never panics and fails only with
 // ErrCorrupt or ErrShortBatch; what it accepts decodes, and re-encodes to
-// the same bytes when the Raft fields are 0 (its attribute bits set
-// again, as the Kafka adapter sets them after encoding).
+// the same bytes when the Raft fields (term, entries following, index)
+// are 0 (its attribute bits set again, as the Kafka adapter sets them
+// after encoding).
 func checkValidateProperty(t *testing.T, b []byte) {
 	h, err := ValidateBatch(b)
 	if err != nil {
@@ -55,7 +56,7 @@ func checkValidateProperty(t *testing.T, b []byte) {
 	if len(recs) != int(h.RecordCount) {
 		t.Fatalf("decoded %d records, header says %d", len(recs), h.RecordCount)
 	}
-	if h.RaftTerm != 0 || h.RaftIndex != 0 {
+	if h.RaftTerm != 0 || h.EntryFollowing != 0 || h.RaftIndex != 0 {
 		return
 	}
 	re := AppendBatch(nil, h.BaseOffset, recs)

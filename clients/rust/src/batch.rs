@@ -22,6 +22,10 @@ const ATTR_TRANSACTIONAL: u8 = 0x40;
 const ATTR_CONTROL: u8 = 0x80;
 const MAX_ORIGIN_CODEC: u8 = 4;
 
+/// The term field's low 48 bits are the Raft term; its top 16 bits count
+/// the batches that follow in the same Raft entry (the broker's own use).
+const RAFT_TERM_MASK: u64 = (1 << 48) - 1;
+
 /// A batch's fixed header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -31,6 +35,7 @@ pub struct BatchHeader {
     pub attributes: u8,
     pub record_count: u32,
     pub base_offset: i64,
+    /// The Raft term (the low 48 bits of the term field).
     pub raft_term: u64,
     pub raft_index: u64,
     pub first_timestamp: i64,
@@ -187,7 +192,7 @@ pub fn parse_batch(b: &[u8]) -> Result<BatchHeader> {
         attributes,
         record_count: c.u32("batch record count")?,
         base_offset: c.i64("batch base offset")?,
-        raft_term: c.u64("batch raft term")?,
+        raft_term: c.u64("batch raft term")? & RAFT_TERM_MASK,
         raft_index: c.u64("batch raft index")?,
         first_timestamp: c.i64("batch first timestamp")?,
         max_timestamp: c.i64("batch max timestamp")?,
@@ -299,7 +304,7 @@ pub(crate) fn parse_header_unchecked(b: &[u8]) -> Option<BatchHeader> {
         attributes,
         record_count: c.u32("").ok()?,
         base_offset: c.i64("").ok()?,
-        raft_term: c.u64("").ok()?,
+        raft_term: c.u64("").ok()? & RAFT_TERM_MASK,
         raft_index: c.u64("").ok()?,
         first_timestamp: c.i64("").ok()?,
         max_timestamp: c.i64("").ok()?,
