@@ -88,19 +88,19 @@ fuzz-ci:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzValidateBatch$$' -fuzztime $(FUZZTIME) ./pkg/record/
-	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./pkg/record/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/client/
-	$(GO) test -run '^$$' -fuzz '^FuzzPublishBody$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
-	$(GO) test -run '^$$' -fuzz '^FuzzCreateTopicBody$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodePublishFast$$' -fuzztime $(FUZZTIME) ./internal/api/rest/
-	$(GO) test -run '^$$' -fuzz '^FuzzPublishInput$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
-	$(GO) test -run '^$$' -fuzz '^FuzzQuery$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
-	$(GO) test -run '^$$' -fuzz '^FuzzLeanPath$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeParams$$' -fuzztime $(FUZZTIME) ./internal/api/graphql/
-	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./internal/api/kafka/
-	$(GO) test -run '^$$' -fuzz '^FuzzFrames$$' -fuzztime $(FUZZTIME) ./internal/api/wire/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./pkg/wire/
+	scripts/fuzz.sh $(FUZZTIME) ./pkg/record/ FuzzValidateBatch
+	scripts/fuzz.sh $(FUZZTIME) ./pkg/record/ FuzzRoundTrip
+	scripts/fuzz.sh $(FUZZTIME) ./pkg/client/ FuzzDecode
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/rest/ FuzzPublishBody
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/rest/ FuzzCreateTopicBody
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/rest/ FuzzDecodePublishFast
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/graphql/ FuzzPublishInput
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/graphql/ FuzzQuery
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/graphql/ FuzzLeanPath
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/graphql/ FuzzDecodeParams
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/kafka/ FuzzRequest
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/wire/ FuzzFrames
+	scripts/fuzz.sh $(FUZZTIME) ./pkg/wire/ FuzzDecoder
 
 # Regenerate the committed protobuf code (needs protoc; installs the Go plugins).
 proto:

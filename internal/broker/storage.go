@@ -3,12 +3,16 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // The data directory's file system: how much is free, a floor below which
@@ -220,6 +224,9 @@ func (b *Broker) NotReady() string {
 // opened (a corrupt log, an I/O error): a placeholder that relays to the
 // partition's other replicas, marked offline, while openLater tries again.
 func (b *Broker) unopenedPartition(t *topic, id int32, replicas []uint64, err error) *partition {
+	if p, rerr := b.rebuildReplica(t, id, replicas, err); rerr == nil {
+		return p
+	}
 	p := remotePartition(b, t, id, replicas)
 	p.failed = fmt.Errorf("partition %s/%d cannot be opened on node %d (%v); its other replicas serve it", t.name, id, b.cfg.Cluster.NodeID, err)
 	b.log.Error("a partition replica cannot be opened: it stays offline on this node, its other replicas serve the partition; opening it is tried again later",
@@ -274,7 +281,9 @@ func (b *Broker) openUnopened(p *partition) (bool, error) {
 	}
 	np, err := b.openClusterPartition(t, p.id, ct.Replicas[p.id], ct.Target(int(p.id)))
 	if err != nil {
-		return false, err
+		if np, err = b.rebuildReplica(t, p.id, ct.Replicas[p.id], err); err != nil {
+			return false, err
+		}
 	}
 	np.setFloor(ct.Floor(int(p.id)))
 	parts = slices.Clone(parts)
@@ -296,4 +305,42 @@ func (p *partition) onlyHere() bool {
 		}
 	}
 	return true
+}
+
+// rebuildReplica repairs a replica whose log failed its checksum when it
+// was opened (err): when the partition has other replicas, its log is
+// set aside (moved under corrupt/ in the data directory, for the operator
+// to look at and delete) and the
+// replica opened again, empty, with its Raft state (term, vote): it
+// hears its leader commit past its log, reports it (see
+// replication/lost.go), and the new leader sends it everything. A
+// partition without another replica is not touched: its log is the only
+// copy.
+func (b *Broker) rebuildReplica(t *topic, id int32, replicas []uint64, err error) (*partition, error) {
+	if !errors.Is(err, record.ErrCorrupt) {
+		return nil, err
+	}
+	others := false
+	for _, r := range replicas {
+		others = others || r != b.cfg.Cluster.NodeID
+	}
+	if !others {
+		return nil, fmt.Errorf("%w (the only replica: left as it is)", err)
+	}
+	dir := b.partitionDir(t.dirName(), id)
+	aside := filepath.Join(b.cfg.DataDir, "corrupt", fmt.Sprintf("%s-%d-%d", t.dirName(), id, time.Now().UnixNano()))
+	if rerr := os.MkdirAll(filepath.Dir(aside), 0o755); rerr != nil {
+		return nil, fmt.Errorf("%w (setting the log aside: %v)", err, rerr)
+	}
+	if rerr := os.Rename(dir, aside); rerr != nil {
+		return nil, fmt.Errorf("%w (setting the log aside: %v)", err, rerr)
+	}
+	b.log.Warn("a partition replica's log is corrupt: it is set aside and the replica is rebuilt from the other replicas",
+		"topic", t.name, "partition", id, "set_aside", aside, "err", err)
+	p, oerr := b.openClusterPartition(t, id, replicas, nil)
+	if oerr != nil {
+		return nil, oerr
+	}
+	b.m.storageRecovered.Inc()
+	return p, nil
 }
