@@ -19,7 +19,7 @@ const (
 	InconsistentOffsets = "inconsistent-offsets" // an offset holds another record than acknowledged, or replicas disagree
 	Divergence          = "divergence"           // a replica's log differs from the partition's
 	OutOfOrder          = "out-of-order"         // a producer's acknowledged records in another order than sent
-	PollSkip            = "poll-skip"            // a member skipped records within one assignment
+	PollSkip            = "poll-skip"            // a member skipped records within one assignment, and no member got them after
 	GroupProgressLost   = "group-progress-lost"  // committed offsets went back, or passed records no member got
 )
 
@@ -246,12 +246,14 @@ func (c *campaign) check(reads logs, replicas map[int]logs, unreadable map[strin
 		k := Pos{pl.Partition, pl.Offset}
 		delivered[k] = append(delivered[k], pl.At)
 	}
-	// handedOver: offset o of partition p went to a member (another, or
-	// this one in a short-lived assignment it never saw) between from and
-	// to: a skip over it is the group moving the partition, not a loss.
-	handedOver := func(p int32, o int64, from, to time.Duration) bool {
+	// handedOver: offset o of partition p went to a member after from:
+	// another one (the group moved the partition, in an assignment this
+	// member never saw), or this one later (a member that acks each
+	// record gets redeliveries out of order). A skip over it is not a
+	// record the group missed.
+	handedOver := func(p int32, o int64, from time.Duration) bool {
 		for _, at := range delivered[Pos{p, o}] {
-			if at >= from && at <= to {
+			if at >= from {
 				return true
 			}
 		}
@@ -275,7 +277,7 @@ func (c *campaign) check(reads logs, replicas map[int]logs, unreadable map[strin
 		case pl.Offset > p+1:
 			var skipped []int64
 			for o := p + 1; o < pl.Offset; o++ {
-				if _, ok := at[where{topicConsistent, Pos{pl.Partition, o}}]; ok && !handedOver(pl.Partition, o, prev.at, pl.At) {
+				if _, ok := at[where{topicConsistent, Pos{pl.Partition, o}}]; ok && !handedOver(pl.Partition, o, prev.at) {
 					skipped = append(skipped, o)
 				}
 			}
@@ -284,13 +286,21 @@ func (c *campaign) check(reads logs, replicas map[int]logs, unreadable map[strin
 			}
 		}
 	}
-	highest := map[int32]CommitSample{}
+	// Committed offsets as each node shows them, in one life of its
+	// process, never go back. Across nodes they may: a node cut off from
+	// the metadata group's leader shows what it last applied.
+	type view struct {
+		partition  int32
+		node, life int
+	}
+	highest := map[view]CommitSample{}
 	for _, s := range h.commits {
-		if p, ok := highest[s.Partition]; ok && s.Committed < p.Committed {
-			bad.add(GroupProgressLost, "partition %d: committed %d at %.1fs, %d at %.1fs", s.Partition, p.Committed, p.At.Seconds(), s.Committed, s.At.Seconds())
+		k := view{s.Partition, s.Node, s.Life}
+		if p, ok := highest[k]; ok && s.Committed < p.Committed {
+			bad.add(GroupProgressLost, "partition %d: node %d showed committed %d at %.1fs, %d at %.1fs", s.Partition, s.Node, p.Committed, p.At.Seconds(), s.Committed, s.At.Seconds())
 		}
-		if p, ok := highest[s.Partition]; !ok || s.Committed >= p.Committed {
-			highest[s.Partition] = s
+		if p, ok := highest[k]; !ok || s.Committed >= p.Committed {
+			highest[k] = s
 		}
 	}
 	for p, recs := range reads[topicConsistent] {

@@ -44,8 +44,11 @@ type Poll struct {
 	Value     string        `json:"value"`
 }
 
-// CommitSample is a group's committed offset seen at one time.
+// CommitSample is a group's committed offset seen at one time, as one
+// node (in one life of its process) showed it.
 type CommitSample struct {
+	Node      int           `json:"node"`
+	Life      int           `json:"life"`
 	At        time.Duration `json:"at_ns"`
 	Partition int32         `json:"partition"`
 	Committed int64         `json:"committed"`

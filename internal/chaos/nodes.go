@@ -141,6 +141,13 @@ func (n *node) kill() {
 	n.mu.Unlock()
 }
 
+// life counts the node's starts: samples of one life of its process.
+func (n *node) life() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.starts
+}
+
 func (n *node) pause()  { n.signal(syscall.SIGSTOP) }
 func (n *node) resume() { n.signal(syscall.SIGCONT) }
 

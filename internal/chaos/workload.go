@@ -227,7 +227,9 @@ func watchGroup(ctx context.Context, h *history, nodes []*node, rng *rand.Rand, 
 	cs := newClients(nodes)
 	defer cs.close()
 	for sleep(ctx, interval) {
-		c, err := cs.get(ctx, 1+rng.IntN(len(nodes)))
+		id := 1 + rng.IntN(len(nodes))
+		life := nodes[id-1].life()
+		c, err := cs.get(ctx, id)
 		if err != nil {
 			continue
 		}
@@ -240,7 +242,7 @@ func watchGroup(ctx context.Context, h *history, nodes []*node, rng *rand.Rand, 
 		at := h.now()
 		for _, p := range g.Partitions {
 			if p.Topic == topicConsistent {
-				h.addCommit(CommitSample{At: at, Partition: p.Partition, Committed: p.Committed})
+				h.addCommit(CommitSample{Node: id, Life: life, At: at, Partition: p.Partition, Committed: p.Committed})
 			}
 		}
 	}
