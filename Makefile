@@ -18,7 +18,7 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/hermes
 
-test: lint unit e2e rust kafka-compat-ci fuzz-ci chaos-ci
+test: lint unit e2e rust python typescript kafka-compat-ci fuzz-ci chaos-ci
 
 lint:
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -38,6 +38,24 @@ e2e:
 rust: build
 	@echo "== Rust hermes-wire client (clients/rust) against a real hermes serve"
 	cd clients/rust && cargo fmt --check && HERMES_BIN=$(abspath $(BIN)) cargo test --locked
+
+# The Python SDK (clients/python): a venv (.venv, made once) installed from
+# its hashed lockfile, then its pytest suite against real hermes serve
+# processes.
+.PHONY: python
+python: build
+	@echo "== Python SDK (clients/python) against a real hermes serve"
+	cd clients/python && { [ -x .venv/bin/python ] || python3 -m venv .venv; } \
+		&& .venv/bin/python -m pip install -q --require-hashes -r requirements.lock \
+		&& .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
+		&& HERMES_BIN=$(abspath $(BIN)) .venv/bin/python -m pytest -q
+
+# The TypeScript SDK (clients/typescript): npm ci from its lockfile, tsc,
+# then its node:test suite against real hermes serve processes.
+.PHONY: typescript
+typescript: build
+	@echo "== TypeScript SDK (clients/typescript) against a real hermes serve"
+	cd clients/typescript && npm ci --no-audit --no-fund && HERMES_BIN=$(abspath $(BIN)) npm test
 
 # The numbers and how to read them: docs/BENCHMARKS.md.
 bench:
