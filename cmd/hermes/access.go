@@ -26,17 +26,35 @@ func adminCall(cmd *cobra.Command, bf *brokerFlags, call func(context.Context, p
 	return bf.call(ctx, bf.addr, func(c pb.HermesClient) error { return call(ctx, c) })
 }
 
+// whoAmIJSON is `hermes whoami -o json`.
+type whoAmIJSON struct {
+	Principal    string `json:"principal"`
+	Via          string `json:"via"`
+	AuthRequired bool   `json:"auth_required"`
+}
+
 func newWhoAmICmd() *cobra.Command {
-	var bf brokerFlags
+	var (
+		bf  brokerFlags
+		out outputFlag
+	)
 	cmd := &cobra.Command{
 		Use:   "whoami",
 		Short: "Show the principal the node sees for these credentials",
-		Args:  cobra.NoArgs,
+		Example: `  HERMES_PASSWORD=secret hermes whoami --user alice
+  hermes whoami -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := out.kind(); err != nil {
+				return err
+			}
 			return adminCall(cmd, &bf, func(ctx context.Context, c pb.HermesClient) error {
 				r, err := c.WhoAmI(ctx, &pb.WhoAmIRequest{})
 				if err != nil {
 					return err
+				}
+				if k, _ := out.kind(); k != "table" {
+					return out.print(cmd.OutOrStdout(), whoAmIJSON{r.Principal, r.Via, r.AuthRequired}, nil)
 				}
 				name := r.Principal
 				if name == "" {
@@ -52,6 +70,7 @@ func newWhoAmICmd() *cobra.Command {
 		},
 	}
 	bf.register(cmd, adminTimeout)
+	out.register(cmd)
 	return cmd
 }
 
@@ -71,9 +90,12 @@ func readPassword(cmd *cobra.Command, fromStdin bool) (string, error) {
 }
 
 func newUserCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "user", Short: "Manage users (their passwords are kept as SCRAM credentials)"}
+	cmd := &cobra.Command{Use: "user", Short: "Manage users (their passwords are kept as SCRAM credentials)",
+		Example: `  printf '%s\n' "$PASSWORD" | hermes user create alice --password-stdin
+  hermes user list`}
 	var stdin bool
 	var bf1, bf2, bf3, bf4 brokerFlags
+	var out4 outputFlag
 	create := &cobra.Command{
 		Use: "create NAME", Short: "Create a user", Args: cobra.ExactArgs(1),
 		Example: "  printf '%s\\n' \"$PASSWORD\" | hermes user create alice --password-stdin",
@@ -95,6 +117,7 @@ func newUserCmd() *cobra.Command {
 	create.Flags().BoolVar(&stdin, "password-stdin", false, "read the password from stdin (else HERMES_NEW_PASSWORD)")
 	passwd := &cobra.Command{
 		Use: "passwd NAME", Short: "Change a user's password", Args: cobra.ExactArgs(1),
+		Example: "  printf '%s\\n' \"$NEW_PASSWORD\" | hermes user passwd alice --password-stdin",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pw, err := readPassword(cmd, stdin)
 			if err != nil {
@@ -113,6 +136,7 @@ func newUserCmd() *cobra.Command {
 	passwd.Flags().BoolVar(&stdin, "password-stdin", false, "read the password from stdin (else HERMES_NEW_PASSWORD)")
 	del := &cobra.Command{
 		Use: "delete NAME", Short: "Delete a user and revoke its API tokens", Args: cobra.ExactArgs(1),
+		Example: "  hermes user delete alice",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return adminCall(cmd, &bf3, func(ctx context.Context, c pb.HermesClient) error {
 				if _, err := c.DeleteUser(ctx, &pb.DeleteUserRequest{Name: args[0]}); err != nil {
@@ -126,28 +150,42 @@ func newUserCmd() *cobra.Command {
 	bf3.register(del, adminTimeout)
 	list := &cobra.Command{
 		Use: "list", Short: "List the users", Args: cobra.NoArgs,
+		Example: "  hermes user list\n  hermes user list -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := out4.kind(); err != nil {
+				return err
+			}
 			return adminCall(cmd, &bf4, func(ctx context.Context, c pb.HermesClient) error {
 				r, err := c.ListUsers(ctx, &pb.ListUsersRequest{})
 				if err != nil {
 					return err
 				}
-				rows := [][]string{{"NAME", "MECHANISMS"}}
+				js := make([]userJSON, 0, len(r.Users))
 				for _, u := range r.Users {
-					rows = append(rows, []string{u.Name, strings.Join(u.Mechanisms, ",")})
+					js = append(js, userJSON{u.Name, nonNil(u.Mechanisms)})
 				}
-				return table(cmd.OutOrStdout(), rows)
+				return out4.print(cmd.OutOrStdout(), js, func() error {
+					rows := [][]string{{"NAME", "MECHANISMS"}}
+					for _, u := range r.Users {
+						rows = append(rows, []string{u.Name, strings.Join(u.Mechanisms, ",")})
+					}
+					return table(cmd.OutOrStdout(), rows)
+				})
 			})
 		},
 	}
 	bf4.register(list, adminTimeout)
+	out4.register(list)
 	cmd.AddCommand(create, passwd, del, list)
 	return cmd
 }
 
 func newTokenCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens"}
+	cmd := &cobra.Command{Use: "token", Short: "Manage API tokens",
+		Example: `  hermes token create --principal ci --ttl 720h --description "CI publisher"
+  hermes token list`}
 	var (
+		out3          outputFlag
 		bf1, bf2, bf3 brokerFlags
 		principal     string
 		ttl           time.Duration
@@ -155,6 +193,8 @@ func newTokenCmd() *cobra.Command {
 	)
 	create := &cobra.Command{
 		Use: "create", Short: "Create an API token (printed once: keep it)", Args: cobra.NoArgs,
+		Example: `  hermes token create --principal ci --ttl 720h --description "CI publisher" > ci-token
+  hermes topic list --token "$(cat ci-token)"`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return adminCall(cmd, &bf1, func(ctx context.Context, c pb.HermesClient) error {
 				r, err := c.CreateToken(ctx, &pb.CreateTokenRequest{Principal: principal, TtlMs: ttl.Milliseconds(), Description: desc})
@@ -173,6 +213,7 @@ func newTokenCmd() *cobra.Command {
 	create.Flags().StringVar(&desc, "description", "", "what the token is for")
 	revoke := &cobra.Command{
 		Use: "revoke ID", Short: "Revoke an API token", Args: cobra.ExactArgs(1),
+		Example: "  hermes token revoke 0f3c2a9e",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return adminCall(cmd, &bf2, func(ctx context.Context, c pb.HermesClient) error {
 				if _, err := c.RevokeToken(ctx, &pb.RevokeTokenRequest{Id: args[0]}); err != nil {
@@ -186,11 +227,22 @@ func newTokenCmd() *cobra.Command {
 	bf2.register(revoke, adminTimeout)
 	list := &cobra.Command{
 		Use: "list", Short: "List API tokens (never their secrets)", Args: cobra.NoArgs,
+		Example: "  hermes token list\n  hermes token list -o yaml",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := out3.kind(); err != nil {
+				return err
+			}
 			return adminCall(cmd, &bf3, func(ctx context.Context, c pb.HermesClient) error {
 				r, err := c.ListTokens(ctx, &pb.ListTokensRequest{})
 				if err != nil {
 					return err
+				}
+				if k, _ := out3.kind(); k != "table" {
+					js := make([]tokenJSON, 0, len(r.Tokens))
+					for _, t := range r.Tokens {
+						js = append(js, tokenJSON{t.Id, t.Principal, t.CreatedUnixMs, t.ExpiresUnixMs, t.Description})
+					}
+					return out3.print(cmd.OutOrStdout(), js, nil)
 				}
 				rows := [][]string{{"ID", "PRINCIPAL", "CREATED", "EXPIRES", "DESCRIPTION"}}
 				for _, t := range r.Tokens {
@@ -205,8 +257,40 @@ func newTokenCmd() *cobra.Command {
 		},
 	}
 	bf3.register(list, adminTimeout)
+	out3.register(list)
 	cmd.AddCommand(create, revoke, list)
 	return cmd
+}
+
+type userJSON struct {
+	Name       string   `json:"name"`
+	Mechanisms []string `json:"mechanisms"`
+}
+
+type tokenJSON struct {
+	ID            string `json:"id"`
+	Principal     string `json:"principal"`
+	CreatedUnixMs int64  `json:"created_unix_ms"`
+	// 0: never.
+	ExpiresUnixMs int64  `json:"expires_unix_ms"`
+	Description   string `json:"description"`
+}
+
+type aclJSON struct {
+	Principal  string `json:"principal"`
+	Permission string `json:"permission"`
+	Operation  string `json:"operation"`
+	Resource   string `json:"resource"`
+	Name       string `json:"name"`
+	Pattern    string `json:"pattern"`
+	Host       string `json:"host"`
+}
+
+type quotaJSON struct {
+	Principal             string `json:"principal"`
+	ProduceBytesPerSecond int64  `json:"produce_bytes_per_second"`
+	FetchBytesPerSecond   int64  `json:"fetch_bytes_per_second"`
+	RequestsPerSecond     int64  `json:"requests_per_second"`
 }
 
 // aclFlags are the flags naming an ACL or a filter.
@@ -273,8 +357,11 @@ func (f *aclFlags) acl(filter bool) (*pb.Acl, error) {
 }
 
 func newACLCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "acl", Short: "Manage ACLs: deny wins over allow; what no ACL allows is denied"}
+	cmd := &cobra.Command{Use: "acl", Short: "Manage ACLs: deny wins over allow; what no ACL allows is denied",
+		Example: `  hermes acl add --principal alice --allow --operation write --resource topic --name orders
+  hermes acl list --principal alice`}
 	var (
+		out3          outputFlag
 		bf1, bf2, bf3 brokerFlags
 		af1, af2, af3 aclFlags
 	)
@@ -300,6 +387,7 @@ func newACLCmd() *cobra.Command {
 	af1.register(add)
 	remove := &cobra.Command{
 		Use: "remove", Short: "Remove the ACLs the flags match (absent flags match anything)", Args: cobra.NoArgs,
+		Example: "  hermes acl remove --principal alice --resource topic --name orders",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := af2.acl(true)
 			if err != nil {
@@ -319,9 +407,13 @@ func newACLCmd() *cobra.Command {
 	af2.register(remove)
 	list := &cobra.Command{
 		Use: "list", Short: "List the ACLs the flags match", Args: cobra.NoArgs,
+		Example: "  hermes acl list\n  hermes acl list --principal alice -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := af3.acl(true)
 			if err != nil {
+				return err
+			}
+			if _, err := out3.kind(); err != nil {
 				return err
 			}
 			return adminCall(cmd, &bf3, func(ctx context.Context, c pb.HermesClient) error {
@@ -329,20 +421,27 @@ func newACLCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				rows := [][]string{{"PRINCIPAL", "PERMISSION", "OPERATION", "RESOURCE", "NAME", "PATTERN", "HOST"}}
+				js := make([]aclJSON, 0, len(r.Acls))
 				for _, a := range r.Acls {
 					host := a.Host
 					if host == "" {
 						host = "*"
 					}
-					rows = append(rows, []string{a.Principal, enumName(a.Permission.String(), "PERMISSION_"), enumName(a.Operation.String(), "OPERATION_"),
+					js = append(js, aclJSON{a.Principal, enumName(a.Permission.String(), "PERMISSION_"), enumName(a.Operation.String(), "OPERATION_"),
 						enumName(a.ResourceType.String(), "RESOURCE_TYPE_"), a.Name, enumName(a.Pattern.String(), "PATTERN_TYPE_"), host})
 				}
-				return table(cmd.OutOrStdout(), rows)
+				return out3.print(cmd.OutOrStdout(), js, func() error {
+					rows := [][]string{{"PRINCIPAL", "PERMISSION", "OPERATION", "RESOURCE", "NAME", "PATTERN", "HOST"}}
+					for _, a := range js {
+						rows = append(rows, []string{a.Principal, a.Permission, a.Operation, a.Resource, a.Name, a.Pattern, a.Host})
+					}
+					return table(cmd.OutOrStdout(), rows)
+				})
 			})
 		},
 	}
 	bf3.register(list, adminTimeout)
+	out3.register(list)
 	af3.register(list)
 	cmd.AddCommand(add, remove, list)
 	return cmd
@@ -353,8 +452,11 @@ func enumName(s, prefix string) string {
 }
 
 func newQuotaCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "quota", Short: "Manage quotas per principal and node"}
+	cmd := &cobra.Command{Use: "quota", Short: "Manage quotas per principal and node",
+		Example: `  hermes quota set alice --produce-bytes-per-second 1048576
+  hermes quota list`}
 	var (
+		out2     outputFlag
 		bf1, bf2 brokerFlags
 		q        pb.Quota
 	)
@@ -378,21 +480,32 @@ func newQuotaCmd() *cobra.Command {
 	set.Flags().Int64Var(&q.RequestsPerSecond, "requests-per-second", 0, "requests per second on each node (0: no limit)")
 	list := &cobra.Command{
 		Use: "list", Short: "List the quotas", Args: cobra.NoArgs,
+		Example: "  hermes quota list\n  hermes quota list -o json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := out2.kind(); err != nil {
+				return err
+			}
 			return adminCall(cmd, &bf2, func(ctx context.Context, c pb.HermesClient) error {
 				r, err := c.ListQuotas(ctx, &pb.ListQuotasRequest{})
 				if err != nil {
 					return err
 				}
-				rows := [][]string{{"PRINCIPAL", "PRODUCE B/S", "FETCH B/S", "REQUESTS/S"}}
+				js := make([]quotaJSON, 0, len(r.Quotas))
 				for _, q := range r.Quotas {
-					rows = append(rows, []string{q.Principal, itoa(q.ProduceBytesPerSecond), itoa(q.FetchBytesPerSecond), itoa(q.RequestsPerSecond)})
+					js = append(js, quotaJSON{q.Principal, q.ProduceBytesPerSecond, q.FetchBytesPerSecond, q.RequestsPerSecond})
 				}
-				return table(cmd.OutOrStdout(), rows)
+				return out2.print(cmd.OutOrStdout(), js, func() error {
+					rows := [][]string{{"PRINCIPAL", "PRODUCE B/S", "FETCH B/S", "REQUESTS/S"}}
+					for _, q := range js {
+						rows = append(rows, []string{q.Principal, itoa(q.ProduceBytesPerSecond), itoa(q.FetchBytesPerSecond), itoa(q.RequestsPerSecond)})
+					}
+					return table(cmd.OutOrStdout(), rows)
+				})
 			})
 		},
 	}
 	bf2.register(list, adminTimeout)
+	out2.register(list)
 	cmd.AddCommand(set, list)
 	return cmd
 }

@@ -19,7 +19,9 @@ import (
 func init() { clientCommands = append(clientCommands, newClusterCmd) }
 
 func newClusterCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and change a Hermes cluster"}
+	cmd := &cobra.Command{Use: "cluster", Short: "Inspect and change a Hermes cluster",
+		Example: `  hermes cluster status --addr node1:50051
+  hermes cluster rebalance --wait 10m`}
 	cmd.AddCommand(newClusterStatusCmd(), newClusterJoinCmd(), newClusterRemoveCmd(), newClusterRebalanceCmd())
 	return cmd
 }
@@ -38,7 +40,8 @@ func newClusterJoinCmd() *cobra.Command {
 nodes and itself; then run this against any node of the cluster. The new
 node catches up with the cluster's metadata, registers, and new topics are
 placed on it.`,
-		Args: cobra.NoArgs,
+		Example: `  hermes cluster join --node-id 4 --raft-addr node4:50052 --addr node1:50051`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if id == 0 || raftAddr == "" {
 				return fmt.Errorf("--node-id and --raft-addr are required")
@@ -69,6 +72,8 @@ func newClusterRemoveCmd() *cobra.Command {
 		Short: "Remove a node from the cluster",
 		Long: `Remove a node from the cluster: it leaves the node list and the
 metadata group. Refused while the node holds partition replicas.`,
+		Example: `  hermes cluster rebalance --drain 3 --wait 30m
+  hermes cluster remove 3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseUint(args[0], 10, 64)
@@ -112,6 +117,9 @@ writable throughout. With --wait, waits until the moves are done.
 --cancel stops the moves in progress instead: each moving partition goes
 back to its replicas (a replica already added is removed again), e.g. when
 a move cannot finish because its new node died.`,
+		Example: `  hermes cluster rebalance --wait 10m
+  hermes cluster rebalance --drain 3 --wait 30m
+  hermes cluster rebalance --cancel`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := bf.context(cmd.Context())
@@ -182,14 +190,16 @@ a move cannot finish because its new node died.`,
 // takes for every command).
 func (f *brokerFlags) call(ctx context.Context, addr string, call func(pb.HermesClient) error) error {
 	var err error
-	for _, a := range strings.Split(addr, ",") {
-		if a = strings.TrimSpace(a); a == "" {
-			continue
-		}
+	for _, a := range splitAddrs(addr) {
 		err = f.callOne(ctx, a, call)
 		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded || ctx.Err() != nil {
 			return err
 		}
+	}
+	if status.Code(err) == codes.Unavailable {
+		g := *f
+		g.addr = addr
+		return g.explain(ctx, err)
 	}
 	return err
 }
@@ -225,7 +235,7 @@ func (a authMetadata) GetRequestMetadata(context.Context, ...string) (map[string
 
 func (a authMetadata) RequireTransportSecurity() bool { return false }
 
-// clusterStatusJSON is `hermes cluster status --json`.
+// clusterStatusJSON is `hermes cluster status -o json`.
 type clusterStatusJSON struct {
 	MetadataLeader uint64                 `json:"metadata_leader"`
 	Nodes          []clusterNodeJSON      `json:"nodes"`
@@ -253,31 +263,36 @@ type clusterPartitionJSON struct {
 
 func newClusterStatusCmd() *cobra.Command {
 	var (
-		bf     brokerFlags
-		asJSON bool
+		bf  brokerFlags
+		out outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the nodes and, per partition, its leader, replicas and followers' lag",
 		Long: `Show the cluster as its nodes see it: asks the node at --addr for the
 nodes, then every node for what it leads, so the lag of each partition's
-followers comes from that partition's leader.`,
+followers comes from that partition's leader.
+
+-o json and -o yaml print the fields metadata_leader, nodes and partitions
+(topic, partition, leader, replicas, target, lag, high_watermark).`,
+		Example: `  hermes cluster status --addr node1:50051
+  hermes cluster status -o json | jq '.partitions[] | select(.leader == 0)'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := out.kind(); err != nil {
+				return err
+			}
 			ctx, cancel := bf.context(cmd.Context())
 			defer cancel()
 			st, err := clusterStatus(ctx, &bf)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			return printClusterStatus(cmd, st)
+			return out.print(cmd.OutOrStdout(), st, func() error { return printClusterStatus(cmd, st) })
 		},
 	}
 	bf.register(cmd, adminTimeout)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON (fields metadata_leader, nodes, partitions: topic, partition, leader, replicas, lag)")
+	out.register(cmd)
 	return cmd
 }
 

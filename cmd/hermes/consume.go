@@ -8,8 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -31,6 +35,8 @@ type consumeFlags struct {
 	idle          time.Duration
 	format        string
 	commit        string
+	fromTime      string
+	since         time.Time // --from-timestamp, parsed
 }
 
 func newConsumeCmd() *cobra.Command {
@@ -41,10 +47,19 @@ func newConsumeCmd() *cobra.Command {
 		Long: `Print the records of TOPIC as they arrive: by default new records only,
 all partitions, without a group.
 
---format text prints each payload on a line; --format json prints one
+-o text (the default) prints each payload on a line; -o json prints one
 object per line with topic, partition, offset, key, headers, message_id,
 timestamp and payload (key, header values and payload are strings when
-they are UTF-8, else base64 in key_base64, value_base64, payload_base64).
+they are UTF-8, else base64 in key_base64, value_base64, payload_base64);
+-o yaml prints the same fields, one YAML document per record.
+
+--from-beginning, --offset N (with --partition) or --from-timestamp T
+(RFC 3339 or Unix milliseconds: the first record at or after T) choose
+where to start; for a group they apply to partitions it has no committed
+offset for.
+
+When the connection to the broker breaks, a "reconnecting" line on stderr
+says so and why; consume goes on where it was once the broker is back.
 
 It stops after --count records, after --timeout-idle without a record,
 after --timeout, or on Ctrl-C, and then (with --group) commits what it
@@ -56,6 +71,10 @@ exit, per-message acks each record once printed.
 graphql-transport-ws websocket), instead of gRPC; --addr then names the
 HTTP address (default 127.0.0.1:8080). Commits and acks go through the
 same API.`,
+		Example: `  hermes consume orders --from-beginning
+  hermes consume orders --group billing --commit manual -n 100
+  hermes consume orders --from-timestamp 2024-05-01T12:00:00Z -o json
+  hermes consume orders --partition 0 --offset 42 --count 1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runConsume(cmd, &cf, args[0])
@@ -70,7 +89,10 @@ same API.`,
 	f.Int32SliceVarP(&cf.partitions, "partition", "p", nil, "read only these partitions (without --group)")
 	f.IntVarP(&cf.count, "count", "n", 0, "stop after this many records (0: no limit)")
 	f.DurationVar(&cf.idle, "timeout-idle", 0, "stop when no record came for this long (0: wait forever)")
+	f.StringVarP(&cf.format, "output", "o", "text", "output format: text (payloads), json or yaml (one record each)")
 	f.StringVar(&cf.format, "format", "text", "text or json")
+	_ = f.MarkHidden("format")
+	f.StringVar(&cf.fromTime, "from-timestamp", "", "start at the first record at or after this time: RFC 3339 or Unix milliseconds")
 	f.StringVar(&cf.commit, "commit", "auto", "with --group: auto, manual or per-message")
 	return cmd
 }
@@ -80,8 +102,11 @@ func (cf *consumeFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, c
 	bad := func(format string, a ...any) error {
 		return &client.Error{Code: client.CodeInvalidArgument, Message: fmt.Sprintf(format, a...)}
 	}
-	if cf.format != "text" && cf.format != "json" {
-		return nil, 0, bad("--format must be text or json, not %q", cf.format)
+	if cf.format == "table" {
+		cf.format = "text"
+	}
+	if cf.format != "text" && cf.format != "json" && cf.format != "yaml" {
+		return nil, 0, bad("-o must be text, json or yaml, not %q", cf.format)
 	}
 	modes := map[string]client.AckMode{"auto": client.AckAutoCommit, "manual": client.AckManual, "per-message": client.AckPerMessage}
 	mode, ok := modes[cf.commit]
@@ -89,8 +114,16 @@ func (cf *consumeFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, c
 		return nil, 0, bad("--commit must be auto, manual or per-message, not %q", cf.commit)
 	}
 	hasOffset := cmd.Flags().Changed("offset")
-	if hasOffset && cf.fromBeginning {
-		return nil, 0, bad("--offset and --from-beginning exclude each other")
+	hasTime := cmd.Flags().Changed("from-timestamp")
+	if n := btoi(hasOffset) + btoi(cf.fromBeginning) + btoi(hasTime); n > 1 {
+		return nil, 0, bad("--offset, --from-beginning and --from-timestamp exclude each other")
+	}
+	if hasTime {
+		t, err := parseTime("--from-timestamp", cf.fromTime)
+		if err != nil {
+			return nil, 0, err
+		}
+		cf.since = t
 	}
 	if cf.group != "" && len(cf.partitions) > 0 {
 		return nil, 0, bad("--partition is for consumers without --group (a group assigns partitions)")
@@ -101,6 +134,8 @@ func (cf *consumeFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, c
 		opts = append(opts, client.FromOffset(cf.offset))
 	case cf.fromBeginning:
 		opts = append(opts, client.FromBeginning())
+	case hasTime:
+		opts = append(opts, client.FromTimestamp(cf.since))
 	}
 	if cf.group != "" {
 		opts = append(opts, client.WithGroup(cf.group))
@@ -129,9 +164,15 @@ func runConsume(cmd *cobra.Command, cf *consumeFlags, topic string) error {
 	ctx, cancel := cf.context(sigCtx)
 	defer cancel()
 	if api != nil {
+		if !cf.since.IsZero() {
+			return &client.Error{Code: client.CodeInvalidArgument, Message: "--from-timestamp needs --protocol grpc"}
+		}
 		return consumeHTTP(ctx, cmd, cf, api, topic, mode)
 	}
-	c, err := cf.dial(ctx)
+	// Keep reconnecting while the broker is away (Ctrl-C, --timeout or
+	// --timeout-idle end it), saying so on stderr.
+	notice := &reconnectNotice{w: cmd.ErrOrStderr(), addr: cf.addr}
+	c, err := cf.dial(ctx, client.WithLogger(slog.New(notice)), client.WithRetry(math.MaxInt32, client.DefaultRetryBackoff))
 	if err != nil {
 		return err
 	}
@@ -140,7 +181,7 @@ func runConsume(cmd *cobra.Command, cf *consumeFlags, topic string) error {
 	if err != nil {
 		return err
 	}
-	loopErr := cf.loop(ctx, cs, mode, cmd.OutOrStdout())
+	loopErr := cf.loop(ctx, &noticeSource{cs, notice}, mode, cmd.OutOrStdout())
 	var commitErr error
 	if cf.group != "" && mode == client.AckManual {
 		cctx, ccancel := context.WithTimeout(context.Background(), client.DefaultCloseTimeout)
@@ -192,9 +233,15 @@ func (cf *consumeFlags) loop(ctx context.Context, cs recordSource, mode client.A
 }
 
 func (cf *consumeFlags) print(w io.Writer, m *client.Message) error {
-	if cf.format == "text" {
+	switch cf.format {
+	case "text":
 		_, err := fmt.Fprintf(w, "%s\n", m.Payload)
 		return err
+	case "yaml":
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		return printYAML(w, recordToJSON(m))
 	}
 	b, err := json.Marshal(recordToJSON(m))
 	if err != nil {
@@ -250,4 +297,97 @@ func recordToJSON(m *client.Message) recordJSON {
 		r.Headers = append(r.Headers, hj)
 	}
 	return r
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// reconnectNotice is the SDK's logger for consume: it turns the
+// consumer's reconnect warnings into a "reconnecting" line on stderr
+// (at once, when the reason changes, and every reconnectEvery while the
+// broker stays away) and drops the rest.
+type reconnectNotice struct {
+	w    io.Writer
+	addr string
+
+	mu       sync.Mutex
+	down     bool // a notice was printed and no record came since
+	last     time.Time
+	reason   string // of the last notice
+	attempts int
+}
+
+// reconnectEvery spaces the reconnecting lines of a long outage.
+const reconnectEvery = 5 * time.Second
+
+func (n *reconnectNotice) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (n *reconnectNotice) WithAttrs([]slog.Attr) slog.Handler           { return n }
+func (n *reconnectNotice) WithGroup(string) slog.Handler                { return n }
+
+func (n *reconnectNotice) Handle(_ context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, "reconnecting") && !strings.Contains(r.Message, "resubscribe failed") {
+		return nil
+	}
+	var reason string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			reason = reconnectReason(a.Value.String())
+		}
+		return true
+	})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.attempts++
+	if n.down && reason == n.reason && time.Since(n.last) < reconnectEvery {
+		return nil
+	}
+	n.down, n.last, n.reason = true, time.Now(), reason
+	suffix := ""
+	if n.attempts > 1 {
+		suffix = fmt.Sprintf(", attempt %d", n.attempts)
+	}
+	fmt.Fprintf(n.w, "hermes: reconnecting to %s… (%s%s)\n", n.addr, reason, suffix)
+	return nil
+}
+
+// resumed notes that records flow again, saying so if a reconnecting
+// line was printed.
+func (n *reconnectNotice) resumed() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.down {
+		fmt.Fprintf(n.w, "hermes: reconnected to %s\n", n.addr)
+	}
+	n.down, n.attempts = false, 0
+}
+
+// reconnectReason shortens the SDK's error to what a person needs.
+func reconnectReason(s string) string {
+	switch {
+	case strings.Contains(s, "connection refused"):
+		return "connection refused: the broker is down"
+	case strings.Contains(s, "closed by the broker"), strings.Contains(s, "EOF"):
+		return "the broker closed the connection"
+	case strings.Contains(s, "no such host"):
+		return "unknown host"
+	}
+	return s
+}
+
+// noticeSource tells the notice when records flow again.
+type noticeSource struct {
+	*client.Consumer
+	n *reconnectNotice
+}
+
+func (s *noticeSource) Next(ctx context.Context) (*client.Message, error) {
+	m, err := s.Consumer.Next(ctx)
+	if err == nil {
+		s.n.resumed()
+	}
+	return m, err
 }

@@ -14,22 +14,30 @@ func init() { clientCommands = append(clientCommands, newGroupCmd) }
 func newGroupCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "group",
-		Short: "List and describe consumer groups",
+		Short: "List, describe and delete consumer groups, and reset their offsets",
+		Example: `  hermes group list
+  hermes group describe billing
+  hermes group reset-offsets billing --topic orders --to-earliest --execute`,
 	}
-	cmd.AddCommand(newGroupListCmd(), newGroupDescribeCmd())
+	cmd.AddCommand(newGroupListCmd(), newGroupDescribeCmd(), newGroupDeleteCmd(), newGroupResetOffsetsCmd())
 	return cmd
 }
 
 func newGroupListCmd() *cobra.Command {
 	var (
-		bf     brokerFlags
-		asJSON bool
+		bf  brokerFlags
+		out outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List consumer groups",
-		Args:  cobra.NoArgs,
+		Example: `  hermes group list
+  hermes group list -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := out.kind(); err != nil {
+				return err
+			}
 			ctx, cancel := bf.context(cmd.Context())
 			defer cancel()
 			c, err := bf.dial(ctx)
@@ -41,35 +49,39 @@ func newGroupListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				out := make([]groupSummaryJSON, 0, len(gs))
-				for _, g := range gs {
-					out = append(out, groupSummaryJSON{Group: g.Name, Members: g.Members, Topics: nonNil(g.Topics)})
-				}
-				return printJSON(cmd.OutOrStdout(), out)
-			}
-			rows := [][]string{{"GROUP", "MEMBERS", "TOPICS"}}
+			js := make([]groupSummaryJSON, 0, len(gs))
 			for _, g := range gs {
-				rows = append(rows, []string{g.Name, itoa(g.Members), strings.Join(g.Topics, ",")})
+				js = append(js, groupSummaryJSON{Group: g.Name, Members: g.Members, Topics: nonNil(g.Topics)})
 			}
-			return table(cmd.OutOrStdout(), rows)
+			return out.print(cmd.OutOrStdout(), js, func() error {
+				rows := [][]string{{"GROUP", "MEMBERS", "TOPICS"}}
+				for _, g := range gs {
+					rows = append(rows, []string{g.Name, itoa(g.Members), strings.Join(g.Topics, ",")})
+				}
+				return table(cmd.OutOrStdout(), rows)
+			})
 		},
 	}
 	bf.register(cmd, adminTimeout)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out.register(cmd)
 	return cmd
 }
 
 func newGroupDescribeCmd() *cobra.Command {
 	var (
-		bf     brokerFlags
-		asJSON bool
+		bf  brokerFlags
+		out outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's members, their partitions, and committed offsets and lag",
-		Args:  cobra.ExactArgs(1),
+		Example: `  hermes group describe billing
+  hermes group describe billing -o yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := out.kind(); err != nil {
+				return err
+			}
 			ctx, cancel := bf.context(cmd.Context())
 			defer cancel()
 			c, err := bf.dial(ctx)
@@ -81,14 +93,58 @@ func newGroupDescribeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), groupToJSON(g))
-			}
-			return printGroup(cmd, g)
+			return out.print(cmd.OutOrStdout(), groupToJSON(g), func() error { return printGroup(cmd, g) })
 		},
 	}
 	bf.register(cmd, adminTimeout)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out.register(cmd)
+	return cmd
+}
+
+// errGroupActive refuses an operation that needs a group without live
+// members, naming them.
+func errGroupActive(g *client.GroupInfo, what string) error {
+	names := make([]string, 0, len(g.Members))
+	for _, m := range g.Members {
+		n := m.ID
+		if m.ClientID != "" {
+			n += " (client " + m.ClientID + ")"
+		}
+		names = append(names, n)
+	}
+	return &client.Error{Code: client.CodeGroupNotEmpty, Message: fmt.Sprintf(
+		"group %q has %d active members: %s; stop them before you %s", g.Name, len(g.Members), strings.Join(names, ", "), what)}
+}
+
+func newGroupDeleteCmd() *cobra.Command {
+	var bf brokerFlags
+	cmd := &cobra.Command{
+		Use:   "delete GROUP",
+		Short: "Delete a consumer group's committed offsets (refused while it has members)",
+		Long: `Delete GROUP: forget its committed offsets, so that it starts again where a
+new group would. Refused while the group has active members (stop them
+first); a group with no committed offsets is not found.`,
+		Example: `  hermes group delete billing`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := bf.context(cmd.Context())
+			defer cancel()
+			c, err := bf.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if g, err := c.DescribeGroup(ctx, args[0]); err == nil && len(g.Members) > 0 {
+				return errGroupActive(g, "deleting it")
+			}
+			if err := c.DeleteGroup(ctx, args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted group %s\n", args[0])
+			return err
+		},
+	}
+	bf.register(cmd, adminTimeout)
 	return cmd
 }
 

@@ -9,9 +9,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	root := newRootCmd()
 	if err := root.Execute(); err != nil {
@@ -22,17 +19,51 @@ func main() {
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "hermes",
-		Short:         "Hermes: a distributed, persistent message broker",
+		Use:   "hermes",
+		Short: "Hermes: a distributed, persistent message broker",
+		Long: `Hermes: a distributed, persistent message broker. "hermes serve" runs a
+broker; the other commands talk to one, at --addr (default 127.0.0.1:50051,
+or HERMES_ADDR, or the active profile's address: see "hermes profile").
+
+Commands that print data take -o table|json|yaml.`,
+		Example: `  hermes serve --data-dir ./data
+  hermes topic create orders --partitions 3
+  echo hello | hermes publish orders
+  hermes consume orders --from-beginning
+  hermes completion bash > /etc/bash_completion.d/hermes`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			warnDeprecated(cmd)
+			return applyProfile(cmd)
+		},
 	}
+	root.SetVersionTemplate(currentVersion().text())
+	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(newServeCmd())
 	for _, add := range clientCommands {
 		root.AddCommand(add())
 	}
+	addFallbackExamples(root)
 	return root
+}
+
+// fallbackExamples are the examples of commands whose files do not give
+// one; a command's own Example wins.
+var fallbackExamples = map[string]string{
+	"hermes bench": `  hermes bench --target hermes --scenario live --duration 30s
+  hermes bench --target hermes --scenario crash --workers 4 --json report.json`,
+	"hermes bench matrix": `  hermes bench matrix --targets hermes --md results.md`,
+}
+
+func addFallbackExamples(c *cobra.Command) {
+	if ex, ok := fallbackExamples[c.CommandPath()]; ok && c.Example == "" {
+		c.Example = ex
+	}
+	for _, s := range c.Commands() {
+		addFallbackExamples(s)
+	}
 }
 
 // clientCommands are the subcommands that talk to a running broker; each

@@ -77,7 +77,10 @@ func (p *protocolFlag) api(cmd *cobra.Command, bf *brokerFlags) (httpAPI, error)
 	}
 	addr := defaultHTTPAddr
 	if cmd.Flags().Changed("addr") {
-		addr = bf.addr
+		// A list names a cluster's nodes: any serves the HTTP APIs.
+		if as := splitAddrs(bf.addr); len(as) > 0 {
+			addr = as[0]
+		}
 	}
 	tc, err := bf.tlsConfig()
 	if err != nil {

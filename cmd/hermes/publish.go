@@ -45,6 +45,10 @@ each record in input order unless --quiet. Exits 1 if any record failed.
 --protocol rest or graphql publishes through that HTTP API instead of gRPC
 (--addr then names the HTTP address, default 127.0.0.1:8080), in batches
 of the records ready, up to 500 per request.`,
+		Example: `  hermes publish orders '{"id":1}' '{"id":2}'
+  hermes publish orders --key customer-42 --header source=cli "order placed"
+  cat events.jsonl | hermes publish orders --mode eventual -q
+  hermes publish orders --protocol rest --addr 127.0.0.1:8080 hello`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPublish(cmd, &pf, args[0], args[1:])

@@ -33,6 +33,12 @@ func newServeCmd() *cobra.Command {
 		Long: `Run a Hermes broker node. Every flag can also be set with an environment
 variable: HERMES_ and the flag name in upper case with _ for -
 (--data-dir is HERMES_DATA_DIR). A flag given on the command line wins.`,
+		Example: `  hermes serve --data-dir ./data
+  # a node of a three-node cluster
+  hermes serve --data-dir /var/lib/hermes --node-id 1 \
+      --peers 1=node1:50052,2=node2:50052,3=node3:50052
+  # TLS with the certificates of hermes dev-certs
+  hermes serve --tls-cert certs/node-1.crt --tls-key certs/node-1.key`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
 			return flagsFromEnv(cmd.Flags())

@@ -2312,9 +2312,11 @@ func (x *ErrorInfo) GetLeaderAddress() string {
 }
 
 type Header struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// No presence: an unpacked record cannot tell a nil value from an empty
+	// one (both arrive unset). The packed batch format keeps them apart.
+	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3835,7 +3837,10 @@ type SubscribeOptions struct {
 	// Initial credit; more comes with Credit requests.
 	CreditRecords int32 `protobuf:"varint,11,opt,name=credit_records,json=creditRecords,proto3" json:"credit_records,omitempty"`
 	CreditBytes   int64 `protobuf:"varint,12,opt,name=credit_bytes,json=creditBytes,proto3" json:"credit_bytes,omitempty"`
-	Packed        bool  `protobuf:"varint,13,opt,name=packed,proto3" json:"packed,omitempty"`
+	// Deliver the durable log's records as packed batches
+	// (Deliveries.batches). PERFORMANCE records and records redelivered
+	// under per-message acks still arrive unpacked in Deliveries.records.
+	Packed bool `protobuf:"varint,13,opt,name=packed,proto3" json:"packed,omitempty"`
 	// Deliver PERFORMANCE records too (live only, from the in-memory ring).
 	IncludePerformance bool `protobuf:"varint,14,opt,name=include_performance,json=includePerformance,proto3" json:"include_performance,omitempty"`
 	// A name for the member shown in DescribeGroup.
@@ -5060,6 +5065,261 @@ func (x *DescribeGroupRequest) GetGroup() string {
 	return ""
 }
 
+type DeleteGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupRequest) Reset() {
+	*x = DeleteGroupRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupRequest) ProtoMessage() {}
+
+func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *DeleteGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DeleteGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupResponse) Reset() {
+	*x = DeleteGroupResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupResponse) ProtoMessage() {}
+
+func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{80}
+}
+
+type OffsetsForTimeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Empty: every partition of the topic.
+	Partitions        []int32 `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	TimestampUnixNano int64   `protobuf:"varint,3,opt,name=timestamp_unix_nano,json=timestampUnixNano,proto3" json:"timestamp_unix_nano,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *OffsetsForTimeRequest) Reset() {
+	*x = OffsetsForTimeRequest{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetsForTimeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetsForTimeRequest) ProtoMessage() {}
+
+func (x *OffsetsForTimeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetsForTimeRequest.ProtoReflect.Descriptor instead.
+func (*OffsetsForTimeRequest) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *OffsetsForTimeRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetsForTimeRequest) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *OffsetsForTimeRequest) GetTimestampUnixNano() int64 {
+	if x != nil {
+		return x.TimestampUnixNano
+	}
+	return 0
+}
+
+type PartitionTimeOffset struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The first offset at or after the timestamp; the high watermark when
+	// no record is that recent.
+	Offset        int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	StartOffset   int64 `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	HighWatermark int64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionTimeOffset) Reset() {
+	*x = PartitionTimeOffset{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionTimeOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionTimeOffset) ProtoMessage() {}
+
+func (x *PartitionTimeOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionTimeOffset.ProtoReflect.Descriptor instead.
+func (*PartitionTimeOffset) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *PartitionTimeOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionTimeOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *PartitionTimeOffset) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *PartitionTimeOffset) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+type OffsetsForTimeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []*PartitionTimeOffset `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetsForTimeResponse) Reset() {
+	*x = OffsetsForTimeResponse{}
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetsForTimeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetsForTimeResponse) ProtoMessage() {}
+
+func (x *OffsetsForTimeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetsForTimeResponse.ProtoReflect.Descriptor instead.
+func (*OffsetsForTimeResponse) Descriptor() ([]byte, []int) {
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *OffsetsForTimeResponse) GetPartitions() []*PartitionTimeOffset {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type GroupMember struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
@@ -5072,7 +5332,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +5344,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[79]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5097,7 +5357,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{79}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -5144,7 +5404,7 @@ type GroupPartition struct {
 
 func (x *GroupPartition) Reset() {
 	*x = GroupPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5156,7 +5416,7 @@ func (x *GroupPartition) String() string {
 func (*GroupPartition) ProtoMessage() {}
 
 func (x *GroupPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[80]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5169,7 +5429,7 @@ func (x *GroupPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPartition.ProtoReflect.Descriptor instead.
 func (*GroupPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{80}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *GroupPartition) GetTopic() string {
@@ -5233,7 +5493,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5245,7 +5505,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[81]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5258,7 +5518,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{81}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -5297,7 +5557,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5309,7 +5569,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[82]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5322,7 +5582,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{82}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{87}
 }
 
 type HealthResponse struct {
@@ -5336,7 +5596,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5348,7 +5608,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[83]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5361,7 +5621,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{83}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *HealthResponse) GetStatus() string {
@@ -5393,7 +5653,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5405,7 +5665,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[84]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5418,7 +5678,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{84}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{89}
 }
 
 type ClusterNode struct {
@@ -5432,7 +5692,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5444,7 +5704,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[85]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5457,7 +5717,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{85}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ClusterNode) GetId() uint64 {
@@ -5492,7 +5752,7 @@ type ReplicaProgress struct {
 
 func (x *ReplicaProgress) Reset() {
 	*x = ReplicaProgress{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5504,7 +5764,7 @@ func (x *ReplicaProgress) String() string {
 func (*ReplicaProgress) ProtoMessage() {}
 
 func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[86]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5517,7 +5777,7 @@ func (x *ReplicaProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaProgress.ProtoReflect.Descriptor instead.
 func (*ReplicaProgress) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{86}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ReplicaProgress) GetNode() uint64 {
@@ -5552,7 +5812,7 @@ type ClusterPartition struct {
 
 func (x *ClusterPartition) Reset() {
 	*x = ClusterPartition{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[87]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5564,7 +5824,7 @@ func (x *ClusterPartition) String() string {
 func (*ClusterPartition) ProtoMessage() {}
 
 func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[87]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5577,7 +5837,7 @@ func (x *ClusterPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterPartition.ProtoReflect.Descriptor instead.
 func (*ClusterPartition) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{87}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ClusterPartition) GetTopic() string {
@@ -5642,7 +5902,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[88]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5654,7 +5914,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[88]
+	mi := &file_proto_hermes_v1_hermes_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5667,7 +5927,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{88}
+	return file_proto_hermes_v1_hermes_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *DescribeClusterResponse) GetNodeId() uint64 {
@@ -6013,7 +6273,25 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\x12ListGroupsResponse\x12/\n" +
 	"\x06groups\x18\x01 \x03(\v2\x17.hermes.v1.GroupSummaryR\x06groups\",\n" +
 	"\x14DescribeGroupRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"}\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"*\n" +
+	"\x12DeleteGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
+	"\x13DeleteGroupResponse\"}\n" +
+	"\x15OffsetsForTimeRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\x12.\n" +
+	"\x13timestamp_unix_nano\x18\x03 \x01(\x03R\x11timestampUnixNano\"\x95\x01\n" +
+	"\x13PartitionTimeOffset\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12!\n" +
+	"\fstart_offset\x18\x03 \x01(\x03R\vstartOffset\x12%\n" +
+	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\"X\n" +
+	"\x16OffsetsForTimeResponse\x12>\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1e.hermes.v1.PartitionTimeOffsetR\n" +
+	"partitions\"}\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12\x14\n" +
@@ -6122,7 +6400,7 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\aAckMode\x12\x18\n" +
 	"\x14ACK_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rACK_MODE_AUTO\x10\x01\x12\x18\n" +
-	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xc2\x11\n" +
+	"\x14ACK_MODE_PER_MESSAGE\x10\x022\xe7\x12\n" +
 	"\x06Hermes\x12L\n" +
 	"\vCreateTopic\x12\x1d.hermes.v1.CreateTopicRequest\x1a\x1e.hermes.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.hermes.v1.DeleteTopicRequest\x1a\x1e.hermes.v1.DeleteTopicResponse\x12I\n" +
@@ -6138,7 +6416,9 @@ const file_proto_hermes_v1_hermes_proto_rawDesc = "" +
 	"\rCommitOffsets\x12\x1f.hermes.v1.CommitOffsetsRequest\x1a .hermes.v1.CommitOffsetsResponse\x12I\n" +
 	"\n" +
 	"ListGroups\x12\x1c.hermes.v1.ListGroupsRequest\x1a\x1d.hermes.v1.ListGroupsResponse\x12R\n" +
-	"\rDescribeGroup\x12\x1f.hermes.v1.DescribeGroupRequest\x1a .hermes.v1.DescribeGroupResponse\x12=\n" +
+	"\rDescribeGroup\x12\x1f.hermes.v1.DescribeGroupRequest\x1a .hermes.v1.DescribeGroupResponse\x12L\n" +
+	"\vDeleteGroup\x12\x1d.hermes.v1.DeleteGroupRequest\x1a\x1e.hermes.v1.DeleteGroupResponse\x12U\n" +
+	"\x0eOffsetsForTime\x12 .hermes.v1.OffsetsForTimeRequest\x1a!.hermes.v1.OffsetsForTimeResponse\x12=\n" +
 	"\x06Health\x12\x18.hermes.v1.HealthRequest\x1a\x19.hermes.v1.HealthResponse\x12X\n" +
 	"\x0fDescribeCluster\x12!.hermes.v1.DescribeClusterRequest\x1a\".hermes.v1.DescribeClusterResponse\x12@\n" +
 	"\aAddNode\x12\x19.hermes.v1.AddNodeRequest\x1a\x1a.hermes.v1.AddNodeResponse\x12I\n" +
@@ -6178,7 +6458,7 @@ func file_proto_hermes_v1_hermes_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_hermes_v1_hermes_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
+var file_proto_hermes_v1_hermes_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
 var file_proto_hermes_v1_hermes_proto_goTypes = []any{
 	(ResourceType)(0),               // 0: hermes.v1.ResourceType
 	(Operation)(0),                  // 1: hermes.v1.Operation
@@ -6266,143 +6546,153 @@ var file_proto_hermes_v1_hermes_proto_goTypes = []any{
 	(*GroupSummary)(nil),            // 83: hermes.v1.GroupSummary
 	(*ListGroupsResponse)(nil),      // 84: hermes.v1.ListGroupsResponse
 	(*DescribeGroupRequest)(nil),    // 85: hermes.v1.DescribeGroupRequest
-	(*GroupMember)(nil),             // 86: hermes.v1.GroupMember
-	(*GroupPartition)(nil),          // 87: hermes.v1.GroupPartition
-	(*DescribeGroupResponse)(nil),   // 88: hermes.v1.DescribeGroupResponse
-	(*HealthRequest)(nil),           // 89: hermes.v1.HealthRequest
-	(*HealthResponse)(nil),          // 90: hermes.v1.HealthResponse
-	(*DescribeClusterRequest)(nil),  // 91: hermes.v1.DescribeClusterRequest
-	(*ClusterNode)(nil),             // 92: hermes.v1.ClusterNode
-	(*ReplicaProgress)(nil),         // 93: hermes.v1.ReplicaProgress
-	(*ClusterPartition)(nil),        // 94: hermes.v1.ClusterPartition
-	(*DescribeClusterResponse)(nil), // 95: hermes.v1.DescribeClusterResponse
+	(*DeleteGroupRequest)(nil),      // 86: hermes.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),     // 87: hermes.v1.DeleteGroupResponse
+	(*OffsetsForTimeRequest)(nil),   // 88: hermes.v1.OffsetsForTimeRequest
+	(*PartitionTimeOffset)(nil),     // 89: hermes.v1.PartitionTimeOffset
+	(*OffsetsForTimeResponse)(nil),  // 90: hermes.v1.OffsetsForTimeResponse
+	(*GroupMember)(nil),             // 91: hermes.v1.GroupMember
+	(*GroupPartition)(nil),          // 92: hermes.v1.GroupPartition
+	(*DescribeGroupResponse)(nil),   // 93: hermes.v1.DescribeGroupResponse
+	(*HealthRequest)(nil),           // 94: hermes.v1.HealthRequest
+	(*HealthResponse)(nil),          // 95: hermes.v1.HealthResponse
+	(*DescribeClusterRequest)(nil),  // 96: hermes.v1.DescribeClusterRequest
+	(*ClusterNode)(nil),             // 97: hermes.v1.ClusterNode
+	(*ReplicaProgress)(nil),         // 98: hermes.v1.ReplicaProgress
+	(*ClusterPartition)(nil),        // 99: hermes.v1.ClusterPartition
+	(*DescribeClusterResponse)(nil), // 100: hermes.v1.DescribeClusterResponse
 }
 var file_proto_hermes_v1_hermes_proto_depIdxs = []int32{
-	16, // 0: hermes.v1.ListUsersResponse.users:type_name -> hermes.v1.UserInfo
-	19, // 1: hermes.v1.CreateTokenResponse.info:type_name -> hermes.v1.TokenInfo
-	19, // 2: hermes.v1.ListTokensResponse.tokens:type_name -> hermes.v1.TokenInfo
-	0,  // 3: hermes.v1.Acl.resource_type:type_name -> hermes.v1.ResourceType
-	2,  // 4: hermes.v1.Acl.pattern:type_name -> hermes.v1.PatternType
-	1,  // 5: hermes.v1.Acl.operation:type_name -> hermes.v1.Operation
-	3,  // 6: hermes.v1.Acl.permission:type_name -> hermes.v1.Permission
-	25, // 7: hermes.v1.CreateAclsRequest.acls:type_name -> hermes.v1.Acl
-	25, // 8: hermes.v1.DeleteAclsRequest.filters:type_name -> hermes.v1.Acl
-	25, // 9: hermes.v1.ListAclsRequest.filter:type_name -> hermes.v1.Acl
-	25, // 10: hermes.v1.ListAclsResponse.acls:type_name -> hermes.v1.Acl
-	32, // 11: hermes.v1.SetQuotaRequest.quota:type_name -> hermes.v1.Quota
-	32, // 12: hermes.v1.ListQuotasResponse.quotas:type_name -> hermes.v1.Quota
-	38, // 13: hermes.v1.RebalanceResponse.moves:type_name -> hermes.v1.PartitionMove
-	5,  // 14: hermes.v1.ErrorInfo.code:type_name -> hermes.v1.ErrorCode
-	45, // 15: hermes.v1.Record.headers:type_name -> hermes.v1.Header
-	4,  // 16: hermes.v1.Record.mode:type_name -> hermes.v1.DeliveryMode
-	4,  // 17: hermes.v1.TopicConfig.default_mode:type_name -> hermes.v1.DeliveryMode
-	48, // 18: hermes.v1.TopicInfo.config:type_name -> hermes.v1.TopicConfig
-	49, // 19: hermes.v1.TopicInfo.partitions:type_name -> hermes.v1.PartitionInfo
-	48, // 20: hermes.v1.CreateTopicRequest.config:type_name -> hermes.v1.TopicConfig
-	50, // 21: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	50, // 22: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
-	50, // 23: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	4,  // 24: hermes.v1.AlterTopicRequest.default_mode:type_name -> hermes.v1.DeliveryMode
-	50, // 25: hermes.v1.AlterTopicResponse.topic:type_name -> hermes.v1.TopicInfo
-	4,  // 26: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
-	46, // 27: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
-	62, // 28: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
-	4,  // 29: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
-	44, // 30: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
-	46, // 31: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
-	47, // 32: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
-	66, // 33: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
-	6,  // 34: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
-	69, // 35: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
-	69, // 36: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
-	69, // 37: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	67, // 38: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
-	68, // 39: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
-	70, // 40: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
-	71, // 41: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
-	72, // 42: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
-	73, // 43: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
-	46, // 44: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
-	47, // 45: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
-	69, // 46: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
-	44, // 47: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
-	75, // 48: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
-	76, // 49: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
-	77, // 50: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
-	78, // 51: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
-	44, // 52: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
-	69, // 53: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
-	83, // 54: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
-	86, // 55: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
-	87, // 56: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
-	93, // 57: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
-	92, // 58: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
-	94, // 59: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
-	51, // 60: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
-	53, // 61: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
-	55, // 62: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
-	57, // 63: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
-	59, // 64: hermes.v1.Hermes.AlterTopic:input_type -> hermes.v1.AlterTopicRequest
-	61, // 65: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
-	61, // 66: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
-	64, // 67: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
-	74, // 68: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
-	80, // 69: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
-	82, // 70: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
-	85, // 71: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
-	89, // 72: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
-	91, // 73: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
-	40, // 74: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
-	42, // 75: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
-	37, // 76: hermes.v1.Hermes.Rebalance:input_type -> hermes.v1.RebalanceRequest
-	7,  // 77: hermes.v1.Hermes.WhoAmI:input_type -> hermes.v1.WhoAmIRequest
-	9,  // 78: hermes.v1.Hermes.CreateUser:input_type -> hermes.v1.CreateUserRequest
-	11, // 79: hermes.v1.Hermes.SetPassword:input_type -> hermes.v1.SetPasswordRequest
-	13, // 80: hermes.v1.Hermes.DeleteUser:input_type -> hermes.v1.DeleteUserRequest
-	15, // 81: hermes.v1.Hermes.ListUsers:input_type -> hermes.v1.ListUsersRequest
-	18, // 82: hermes.v1.Hermes.CreateToken:input_type -> hermes.v1.CreateTokenRequest
-	21, // 83: hermes.v1.Hermes.RevokeToken:input_type -> hermes.v1.RevokeTokenRequest
-	23, // 84: hermes.v1.Hermes.ListTokens:input_type -> hermes.v1.ListTokensRequest
-	26, // 85: hermes.v1.Hermes.CreateAcls:input_type -> hermes.v1.CreateAclsRequest
-	28, // 86: hermes.v1.Hermes.DeleteAcls:input_type -> hermes.v1.DeleteAclsRequest
-	30, // 87: hermes.v1.Hermes.ListAcls:input_type -> hermes.v1.ListAclsRequest
-	33, // 88: hermes.v1.Hermes.SetQuota:input_type -> hermes.v1.SetQuotaRequest
-	35, // 89: hermes.v1.Hermes.ListQuotas:input_type -> hermes.v1.ListQuotasRequest
-	52, // 90: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
-	54, // 91: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
-	56, // 92: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
-	58, // 93: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
-	60, // 94: hermes.v1.Hermes.AlterTopic:output_type -> hermes.v1.AlterTopicResponse
-	63, // 95: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
-	63, // 96: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
-	65, // 97: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
-	79, // 98: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
-	81, // 99: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
-	84, // 100: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
-	88, // 101: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
-	90, // 102: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
-	95, // 103: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
-	41, // 104: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
-	43, // 105: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
-	39, // 106: hermes.v1.Hermes.Rebalance:output_type -> hermes.v1.RebalanceResponse
-	8,  // 107: hermes.v1.Hermes.WhoAmI:output_type -> hermes.v1.WhoAmIResponse
-	10, // 108: hermes.v1.Hermes.CreateUser:output_type -> hermes.v1.CreateUserResponse
-	12, // 109: hermes.v1.Hermes.SetPassword:output_type -> hermes.v1.SetPasswordResponse
-	14, // 110: hermes.v1.Hermes.DeleteUser:output_type -> hermes.v1.DeleteUserResponse
-	17, // 111: hermes.v1.Hermes.ListUsers:output_type -> hermes.v1.ListUsersResponse
-	20, // 112: hermes.v1.Hermes.CreateToken:output_type -> hermes.v1.CreateTokenResponse
-	22, // 113: hermes.v1.Hermes.RevokeToken:output_type -> hermes.v1.RevokeTokenResponse
-	24, // 114: hermes.v1.Hermes.ListTokens:output_type -> hermes.v1.ListTokensResponse
-	27, // 115: hermes.v1.Hermes.CreateAcls:output_type -> hermes.v1.CreateAclsResponse
-	29, // 116: hermes.v1.Hermes.DeleteAcls:output_type -> hermes.v1.DeleteAclsResponse
-	31, // 117: hermes.v1.Hermes.ListAcls:output_type -> hermes.v1.ListAclsResponse
-	34, // 118: hermes.v1.Hermes.SetQuota:output_type -> hermes.v1.SetQuotaResponse
-	36, // 119: hermes.v1.Hermes.ListQuotas:output_type -> hermes.v1.ListQuotasResponse
-	90, // [90:120] is the sub-list for method output_type
-	60, // [60:90] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	16,  // 0: hermes.v1.ListUsersResponse.users:type_name -> hermes.v1.UserInfo
+	19,  // 1: hermes.v1.CreateTokenResponse.info:type_name -> hermes.v1.TokenInfo
+	19,  // 2: hermes.v1.ListTokensResponse.tokens:type_name -> hermes.v1.TokenInfo
+	0,   // 3: hermes.v1.Acl.resource_type:type_name -> hermes.v1.ResourceType
+	2,   // 4: hermes.v1.Acl.pattern:type_name -> hermes.v1.PatternType
+	1,   // 5: hermes.v1.Acl.operation:type_name -> hermes.v1.Operation
+	3,   // 6: hermes.v1.Acl.permission:type_name -> hermes.v1.Permission
+	25,  // 7: hermes.v1.CreateAclsRequest.acls:type_name -> hermes.v1.Acl
+	25,  // 8: hermes.v1.DeleteAclsRequest.filters:type_name -> hermes.v1.Acl
+	25,  // 9: hermes.v1.ListAclsRequest.filter:type_name -> hermes.v1.Acl
+	25,  // 10: hermes.v1.ListAclsResponse.acls:type_name -> hermes.v1.Acl
+	32,  // 11: hermes.v1.SetQuotaRequest.quota:type_name -> hermes.v1.Quota
+	32,  // 12: hermes.v1.ListQuotasResponse.quotas:type_name -> hermes.v1.Quota
+	38,  // 13: hermes.v1.RebalanceResponse.moves:type_name -> hermes.v1.PartitionMove
+	5,   // 14: hermes.v1.ErrorInfo.code:type_name -> hermes.v1.ErrorCode
+	45,  // 15: hermes.v1.Record.headers:type_name -> hermes.v1.Header
+	4,   // 16: hermes.v1.Record.mode:type_name -> hermes.v1.DeliveryMode
+	4,   // 17: hermes.v1.TopicConfig.default_mode:type_name -> hermes.v1.DeliveryMode
+	48,  // 18: hermes.v1.TopicInfo.config:type_name -> hermes.v1.TopicConfig
+	49,  // 19: hermes.v1.TopicInfo.partitions:type_name -> hermes.v1.PartitionInfo
+	48,  // 20: hermes.v1.CreateTopicRequest.config:type_name -> hermes.v1.TopicConfig
+	50,  // 21: hermes.v1.CreateTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	50,  // 22: hermes.v1.ListTopicsResponse.topics:type_name -> hermes.v1.TopicInfo
+	50,  // 23: hermes.v1.DescribeTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	4,   // 24: hermes.v1.AlterTopicRequest.default_mode:type_name -> hermes.v1.DeliveryMode
+	50,  // 25: hermes.v1.AlterTopicResponse.topic:type_name -> hermes.v1.TopicInfo
+	4,   // 26: hermes.v1.PublishRequest.mode:type_name -> hermes.v1.DeliveryMode
+	46,  // 27: hermes.v1.PublishRequest.records:type_name -> hermes.v1.Record
+	62,  // 28: hermes.v1.PublishResponse.acks:type_name -> hermes.v1.RecordAck
+	4,   // 29: hermes.v1.PublishResponse.mode:type_name -> hermes.v1.DeliveryMode
+	44,  // 30: hermes.v1.PublishResponse.error:type_name -> hermes.v1.ErrorInfo
+	46,  // 31: hermes.v1.FetchResponse.records:type_name -> hermes.v1.Record
+	47,  // 32: hermes.v1.FetchResponse.batches:type_name -> hermes.v1.RecordBatch
+	66,  // 33: hermes.v1.SubscribeOptions.start:type_name -> hermes.v1.StartPosition
+	6,   // 34: hermes.v1.SubscribeOptions.ack_mode:type_name -> hermes.v1.AckMode
+	69,  // 35: hermes.v1.AckRequest.records:type_name -> hermes.v1.PartitionOffset
+	69,  // 36: hermes.v1.NackRequest.records:type_name -> hermes.v1.PartitionOffset
+	69,  // 37: hermes.v1.CommitRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	67,  // 38: hermes.v1.SubscribeRequest.open:type_name -> hermes.v1.SubscribeOptions
+	68,  // 39: hermes.v1.SubscribeRequest.credit:type_name -> hermes.v1.Credit
+	70,  // 40: hermes.v1.SubscribeRequest.ack:type_name -> hermes.v1.AckRequest
+	71,  // 41: hermes.v1.SubscribeRequest.nack:type_name -> hermes.v1.NackRequest
+	72,  // 42: hermes.v1.SubscribeRequest.commit:type_name -> hermes.v1.CommitRequest
+	73,  // 43: hermes.v1.SubscribeRequest.heartbeat:type_name -> hermes.v1.Heartbeat
+	46,  // 44: hermes.v1.Deliveries.records:type_name -> hermes.v1.Record
+	47,  // 45: hermes.v1.Deliveries.batches:type_name -> hermes.v1.RecordBatch
+	69,  // 46: hermes.v1.CommitResult.offsets:type_name -> hermes.v1.PartitionOffset
+	44,  // 47: hermes.v1.CommitResult.error:type_name -> hermes.v1.ErrorInfo
+	75,  // 48: hermes.v1.SubscribeResponse.subscribed:type_name -> hermes.v1.Subscribed
+	76,  // 49: hermes.v1.SubscribeResponse.assignment:type_name -> hermes.v1.Assignment
+	77,  // 50: hermes.v1.SubscribeResponse.deliveries:type_name -> hermes.v1.Deliveries
+	78,  // 51: hermes.v1.SubscribeResponse.commit:type_name -> hermes.v1.CommitResult
+	44,  // 52: hermes.v1.SubscribeResponse.error:type_name -> hermes.v1.ErrorInfo
+	69,  // 53: hermes.v1.CommitOffsetsRequest.offsets:type_name -> hermes.v1.PartitionOffset
+	83,  // 54: hermes.v1.ListGroupsResponse.groups:type_name -> hermes.v1.GroupSummary
+	89,  // 55: hermes.v1.OffsetsForTimeResponse.partitions:type_name -> hermes.v1.PartitionTimeOffset
+	91,  // 56: hermes.v1.DescribeGroupResponse.members:type_name -> hermes.v1.GroupMember
+	92,  // 57: hermes.v1.DescribeGroupResponse.partitions:type_name -> hermes.v1.GroupPartition
+	98,  // 58: hermes.v1.ClusterPartition.progress:type_name -> hermes.v1.ReplicaProgress
+	97,  // 59: hermes.v1.DescribeClusterResponse.nodes:type_name -> hermes.v1.ClusterNode
+	99,  // 60: hermes.v1.DescribeClusterResponse.partitions:type_name -> hermes.v1.ClusterPartition
+	51,  // 61: hermes.v1.Hermes.CreateTopic:input_type -> hermes.v1.CreateTopicRequest
+	53,  // 62: hermes.v1.Hermes.DeleteTopic:input_type -> hermes.v1.DeleteTopicRequest
+	55,  // 63: hermes.v1.Hermes.ListTopics:input_type -> hermes.v1.ListTopicsRequest
+	57,  // 64: hermes.v1.Hermes.DescribeTopic:input_type -> hermes.v1.DescribeTopicRequest
+	59,  // 65: hermes.v1.Hermes.AlterTopic:input_type -> hermes.v1.AlterTopicRequest
+	61,  // 66: hermes.v1.Hermes.Publish:input_type -> hermes.v1.PublishRequest
+	61,  // 67: hermes.v1.Hermes.PublishStream:input_type -> hermes.v1.PublishRequest
+	64,  // 68: hermes.v1.Hermes.Fetch:input_type -> hermes.v1.FetchRequest
+	74,  // 69: hermes.v1.Hermes.Subscribe:input_type -> hermes.v1.SubscribeRequest
+	80,  // 70: hermes.v1.Hermes.CommitOffsets:input_type -> hermes.v1.CommitOffsetsRequest
+	82,  // 71: hermes.v1.Hermes.ListGroups:input_type -> hermes.v1.ListGroupsRequest
+	85,  // 72: hermes.v1.Hermes.DescribeGroup:input_type -> hermes.v1.DescribeGroupRequest
+	86,  // 73: hermes.v1.Hermes.DeleteGroup:input_type -> hermes.v1.DeleteGroupRequest
+	88,  // 74: hermes.v1.Hermes.OffsetsForTime:input_type -> hermes.v1.OffsetsForTimeRequest
+	94,  // 75: hermes.v1.Hermes.Health:input_type -> hermes.v1.HealthRequest
+	96,  // 76: hermes.v1.Hermes.DescribeCluster:input_type -> hermes.v1.DescribeClusterRequest
+	40,  // 77: hermes.v1.Hermes.AddNode:input_type -> hermes.v1.AddNodeRequest
+	42,  // 78: hermes.v1.Hermes.RemoveNode:input_type -> hermes.v1.RemoveNodeRequest
+	37,  // 79: hermes.v1.Hermes.Rebalance:input_type -> hermes.v1.RebalanceRequest
+	7,   // 80: hermes.v1.Hermes.WhoAmI:input_type -> hermes.v1.WhoAmIRequest
+	9,   // 81: hermes.v1.Hermes.CreateUser:input_type -> hermes.v1.CreateUserRequest
+	11,  // 82: hermes.v1.Hermes.SetPassword:input_type -> hermes.v1.SetPasswordRequest
+	13,  // 83: hermes.v1.Hermes.DeleteUser:input_type -> hermes.v1.DeleteUserRequest
+	15,  // 84: hermes.v1.Hermes.ListUsers:input_type -> hermes.v1.ListUsersRequest
+	18,  // 85: hermes.v1.Hermes.CreateToken:input_type -> hermes.v1.CreateTokenRequest
+	21,  // 86: hermes.v1.Hermes.RevokeToken:input_type -> hermes.v1.RevokeTokenRequest
+	23,  // 87: hermes.v1.Hermes.ListTokens:input_type -> hermes.v1.ListTokensRequest
+	26,  // 88: hermes.v1.Hermes.CreateAcls:input_type -> hermes.v1.CreateAclsRequest
+	28,  // 89: hermes.v1.Hermes.DeleteAcls:input_type -> hermes.v1.DeleteAclsRequest
+	30,  // 90: hermes.v1.Hermes.ListAcls:input_type -> hermes.v1.ListAclsRequest
+	33,  // 91: hermes.v1.Hermes.SetQuota:input_type -> hermes.v1.SetQuotaRequest
+	35,  // 92: hermes.v1.Hermes.ListQuotas:input_type -> hermes.v1.ListQuotasRequest
+	52,  // 93: hermes.v1.Hermes.CreateTopic:output_type -> hermes.v1.CreateTopicResponse
+	54,  // 94: hermes.v1.Hermes.DeleteTopic:output_type -> hermes.v1.DeleteTopicResponse
+	56,  // 95: hermes.v1.Hermes.ListTopics:output_type -> hermes.v1.ListTopicsResponse
+	58,  // 96: hermes.v1.Hermes.DescribeTopic:output_type -> hermes.v1.DescribeTopicResponse
+	60,  // 97: hermes.v1.Hermes.AlterTopic:output_type -> hermes.v1.AlterTopicResponse
+	63,  // 98: hermes.v1.Hermes.Publish:output_type -> hermes.v1.PublishResponse
+	63,  // 99: hermes.v1.Hermes.PublishStream:output_type -> hermes.v1.PublishResponse
+	65,  // 100: hermes.v1.Hermes.Fetch:output_type -> hermes.v1.FetchResponse
+	79,  // 101: hermes.v1.Hermes.Subscribe:output_type -> hermes.v1.SubscribeResponse
+	81,  // 102: hermes.v1.Hermes.CommitOffsets:output_type -> hermes.v1.CommitOffsetsResponse
+	84,  // 103: hermes.v1.Hermes.ListGroups:output_type -> hermes.v1.ListGroupsResponse
+	93,  // 104: hermes.v1.Hermes.DescribeGroup:output_type -> hermes.v1.DescribeGroupResponse
+	87,  // 105: hermes.v1.Hermes.DeleteGroup:output_type -> hermes.v1.DeleteGroupResponse
+	90,  // 106: hermes.v1.Hermes.OffsetsForTime:output_type -> hermes.v1.OffsetsForTimeResponse
+	95,  // 107: hermes.v1.Hermes.Health:output_type -> hermes.v1.HealthResponse
+	100, // 108: hermes.v1.Hermes.DescribeCluster:output_type -> hermes.v1.DescribeClusterResponse
+	41,  // 109: hermes.v1.Hermes.AddNode:output_type -> hermes.v1.AddNodeResponse
+	43,  // 110: hermes.v1.Hermes.RemoveNode:output_type -> hermes.v1.RemoveNodeResponse
+	39,  // 111: hermes.v1.Hermes.Rebalance:output_type -> hermes.v1.RebalanceResponse
+	8,   // 112: hermes.v1.Hermes.WhoAmI:output_type -> hermes.v1.WhoAmIResponse
+	10,  // 113: hermes.v1.Hermes.CreateUser:output_type -> hermes.v1.CreateUserResponse
+	12,  // 114: hermes.v1.Hermes.SetPassword:output_type -> hermes.v1.SetPasswordResponse
+	14,  // 115: hermes.v1.Hermes.DeleteUser:output_type -> hermes.v1.DeleteUserResponse
+	17,  // 116: hermes.v1.Hermes.ListUsers:output_type -> hermes.v1.ListUsersResponse
+	20,  // 117: hermes.v1.Hermes.CreateToken:output_type -> hermes.v1.CreateTokenResponse
+	22,  // 118: hermes.v1.Hermes.RevokeToken:output_type -> hermes.v1.RevokeTokenResponse
+	24,  // 119: hermes.v1.Hermes.ListTokens:output_type -> hermes.v1.ListTokensResponse
+	27,  // 120: hermes.v1.Hermes.CreateAcls:output_type -> hermes.v1.CreateAclsResponse
+	29,  // 121: hermes.v1.Hermes.DeleteAcls:output_type -> hermes.v1.DeleteAclsResponse
+	31,  // 122: hermes.v1.Hermes.ListAcls:output_type -> hermes.v1.ListAclsResponse
+	34,  // 123: hermes.v1.Hermes.SetQuota:output_type -> hermes.v1.SetQuotaResponse
+	36,  // 124: hermes.v1.Hermes.ListQuotas:output_type -> hermes.v1.ListQuotasResponse
+	93,  // [93:125] is the sub-list for method output_type
+	61,  // [61:93] is the sub-list for method input_type
+	61,  // [61:61] is the sub-list for extension type_name
+	61,  // [61:61] is the sub-list for extension extendee
+	0,   // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_proto_hermes_v1_hermes_proto_init() }
@@ -6440,7 +6730,7 @@ func file_proto_hermes_v1_hermes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_hermes_v1_hermes_proto_rawDesc), len(file_proto_hermes_v1_hermes_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   89,
+			NumMessages:   94,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

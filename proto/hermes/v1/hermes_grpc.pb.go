@@ -45,6 +45,8 @@ const (
 	Hermes_CommitOffsets_FullMethodName   = "/hermes.v1.Hermes/CommitOffsets"
 	Hermes_ListGroups_FullMethodName      = "/hermes.v1.Hermes/ListGroups"
 	Hermes_DescribeGroup_FullMethodName   = "/hermes.v1.Hermes/DescribeGroup"
+	Hermes_DeleteGroup_FullMethodName     = "/hermes.v1.Hermes/DeleteGroup"
+	Hermes_OffsetsForTime_FullMethodName  = "/hermes.v1.Hermes/OffsetsForTime"
 	Hermes_Health_FullMethodName          = "/hermes.v1.Hermes/Health"
 	Hermes_DescribeCluster_FullMethodName = "/hermes.v1.Hermes/DescribeCluster"
 	Hermes_AddNode_FullMethodName         = "/hermes.v1.Hermes/AddNode"
@@ -94,6 +96,17 @@ type HermesClient interface {
 	CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
+	// DeleteGroup forgets a group's committed offsets. Refused with
+	// FAILED_PRECONDITION (GROUP_NOT_EMPTY) while the group has live
+	// members; NOT_FOUND (GROUP_NOT_FOUND) when it has no committed
+	// offsets. Needs delete on the group.
+	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// OffsetsForTime returns, for each partition asked (all of the topic's
+	// when none are), the first offset whose record timestamp is at or
+	// after timestamp_unix_nano, or the high watermark when none is, with
+	// the partition's start offset and high watermark. Needs describe on
+	// the topic.
+	OffsetsForTime(ctx context.Context, in *OffsetsForTimeRequest, opts ...grpc.CallOption) (*OffsetsForTimeResponse, error)
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
 	// DescribeCluster tells what this node knows of the cluster: its nodes
 	// and, for every partition, the leader and replicas; follower lag only
@@ -264,6 +277,26 @@ func (c *hermesClient) DescribeGroup(ctx context.Context, in *DescribeGroupReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeGroupResponse)
 	err := c.cc.Invoke(ctx, Hermes_DescribeGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hermesClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGroupResponse)
+	err := c.cc.Invoke(ctx, Hermes_DeleteGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hermesClient) OffsetsForTime(ctx context.Context, in *OffsetsForTimeRequest, opts ...grpc.CallOption) (*OffsetsForTimeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OffsetsForTimeResponse)
+	err := c.cc.Invoke(ctx, Hermes_OffsetsForTime_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -479,6 +512,17 @@ type HermesServer interface {
 	CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error)
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
+	// DeleteGroup forgets a group's committed offsets. Refused with
+	// FAILED_PRECONDITION (GROUP_NOT_EMPTY) while the group has live
+	// members; NOT_FOUND (GROUP_NOT_FOUND) when it has no committed
+	// offsets. Needs delete on the group.
+	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// OffsetsForTime returns, for each partition asked (all of the topic's
+	// when none are), the first offset whose record timestamp is at or
+	// after timestamp_unix_nano, or the high watermark when none is, with
+	// the partition's start offset and high watermark. Needs describe on
+	// the topic.
+	OffsetsForTime(context.Context, *OffsetsForTimeRequest) (*OffsetsForTimeResponse, error)
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
 	// DescribeCluster tells what this node knows of the cluster: its nodes
 	// and, for every partition, the leader and replicas; follower lag only
@@ -564,6 +608,12 @@ func (UnimplementedHermesServer) ListGroups(context.Context, *ListGroupsRequest)
 }
 func (UnimplementedHermesServer) DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DescribeGroup not implemented")
+}
+func (UnimplementedHermesServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedHermesServer) OffsetsForTime(context.Context, *OffsetsForTimeRequest) (*OffsetsForTimeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method OffsetsForTime not implemented")
 }
 func (UnimplementedHermesServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Health not implemented")
@@ -830,6 +880,42 @@ func _Hermes_DescribeGroup_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HermesServer).DescribeGroup(ctx, req.(*DescribeGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Hermes_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HermesServer).DeleteGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hermes_DeleteGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HermesServer).DeleteGroup(ctx, req.(*DeleteGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Hermes_OffsetsForTime_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OffsetsForTimeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HermesServer).OffsetsForTime(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hermes_OffsetsForTime_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HermesServer).OffsetsForTime(ctx, req.(*OffsetsForTimeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1204,6 +1290,14 @@ var Hermes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeGroup",
 			Handler:    _Hermes_DescribeGroup_Handler,
+		},
+		{
+			MethodName: "DeleteGroup",
+			Handler:    _Hermes_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "OffsetsForTime",
+			Handler:    _Hermes_OffsetsForTime_Handler,
 		},
 		{
 			MethodName: "Health",
