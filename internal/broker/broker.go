@@ -114,6 +114,7 @@ func Open(cfg Config) (*Broker, error) {
 		subs: make(map[session]struct{}), authn: newAuthn(), audit: cfg.Logger.With("log", "audit"),
 	}
 	b.groups = newGroupManager(b)
+	b.registerCollectors()
 	if err := b.open(); err != nil {
 		b.closeTopics()
 		ms.Close()
@@ -253,6 +254,8 @@ func (b *Broker) Ready() bool {
 	case closed:
 		return false
 	case b.metaDown.Load() || len(b.OfflinePartitions()) > 0:
+		return false
+	case b.metaQuorumLost() != "" || len(b.leaderlessPartitions()) > 0:
 		return false
 	case b.metaSynced.Load() && b.userReady.Load():
 		return true

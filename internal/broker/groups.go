@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -35,6 +34,9 @@ type groupManager struct {
 	// leaderless is when this node last saw no metadata leader (clusters);
 	// owned by run.
 	leaderless time.Time
+	// lagSeen are the consumer lag series set by the last updateLag.
+	// Guarded by persistMu.
+	lagSeen map[lagSeries]bool
 }
 
 type topicPartition struct {
@@ -636,32 +638,6 @@ func (m *groupManager) abdicate(now time.Time) {
 // abdicateAfter is how long a coordinator keeps its groups while no node
 // leads the metadata group (an election usually takes about a second).
 const abdicateAfter = 3 * time.Second
-
-func (m *groupManager) updateLag() {
-	type lag struct {
-		group string
-		tp    topicPartition
-		off   int64
-	}
-	var ls []lag
-	m.mu.Lock()
-	for _, gs := range m.groups {
-		for tp, os := range gs.offsets {
-			if os.committed >= 0 {
-				ls = append(ls, lag{gs.name, tp, os.committed})
-			}
-		}
-	}
-	m.mu.Unlock()
-	for _, l := range ls {
-		t, err := m.b.topic(l.tp.topic)
-		if err != nil || int(l.tp.partition) >= len(t.partitions()) {
-			continue
-		}
-		_, hw := t.partitions()[l.tp.partition].offsets()
-		m.b.m.consumerLag.WithLabelValues(l.group, l.tp.topic, strconv.Itoa(int(l.tp.partition))).Set(float64(max(hw-l.off, 0)))
-	}
-}
 
 // forgetTopic forgets a deleted topic's offsets here (the metadata group
 // dropped them when it applied the deletion); members consuming it leave

@@ -215,6 +215,12 @@ func (b *Broker) NotReady() string {
 		return fmt.Sprintf("%d partition replicas offline on this node (a storage failure: opened again once the disk has room; or a log that cannot be opened: tried again later; the log says which): %v", len(off), off)
 	}
 	if !b.Ready() {
+		if why := b.metaQuorumLost(); why != "" {
+			return why
+		}
+		if off := b.leaderlessPartitions(); len(off) > 0 {
+			return fmt.Sprintf("%d partitions offline on this node: no leader for more than %s (a majority of their replicas is down or unreachable): %v", len(off), quorumGrace, off)
+		}
 		return "not ready: starting, or not caught up with the cluster's metadata yet"
 	}
 	return ""

@@ -101,6 +101,9 @@ func (r *Replica) step(m *pb.Message) (err error) {
 			err = fmt.Errorf("raft refused a %v from node %d: %v", m.GetType(), m.GetFrom(), p)
 		}
 	}()
+	if m.GetType() == pb.MessageType_MsgSnap {
+		r.stats.snapshotsReceived.Add(1)
+	}
 	r.rn.Step(m) // its errors are for local messages, which admit refused
 	return nil
 }

@@ -23,11 +23,13 @@ func (r *Replica) handleReadies() error {
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.store.SetHardState(rd.HardState)
 			r.term.Store(rd.HardState.GetTerm())
+			r.stats.commit.Store(rd.HardState.GetCommit())
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			if err := r.installSnapshot(rd.Snapshot); err != nil {
 				return err
 			}
+			r.stats.snapshotsApplied.Add(1)
 		}
 		r.overwritten(rd.Entries)
 		var own uint64
@@ -71,6 +73,7 @@ func (r *Replica) handleReadies() error {
 		// refusal of the next append, makes raft send it again.
 		for _, m := range rd.Messages {
 			if m.GetType() == pb.MessageType_MsgSnap {
+				r.stats.snapshotsSent.Add(1)
 				r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
 			}
 		}
@@ -122,6 +125,7 @@ func (r *Replica) maybeCompact() error {
 // stored, the client sends them again.
 func (r *Replica) softState(ss *raft.SoftState, ents []*pb.Entry) {
 	if r.leader.Swap(ss.Lead) != ss.Lead {
+		r.stats.noteLeader(ss.Lead)
 		r.leaderMu.Lock()
 		close(r.leaderc)
 		r.leaderc = make(chan struct{})

@@ -259,6 +259,8 @@ type Replica struct {
 	// lostReported: when reportLost last told the leader. Replica
 	// goroutine.
 	lostReported time.Time
+	// stats are the counters and gauges of Stats.
+	stats stats
 }
 
 // NewReplica starts the group's replica over store. A store with no entries
@@ -298,6 +300,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 	}
 	r.applied.Store(rc.Applied)
 	r.term.Store(hs.GetTerm())
+	r.stats.started = time.Now()
 	r.noteVoters()
 	// A bootstrap's configuration is stored first; a group of one then
 	// elects itself and applies what it had committed before a restart,
@@ -827,6 +830,7 @@ func (r *Replica) run() {
 			r.fail(err)
 			return
 		}
+		r.stats.pending.Store(int64(len(r.pending) + len(r.held)))
 	}
 }
 

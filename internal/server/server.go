@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/keepalive"
 
 	grpcapi "github.com/hermes-mq/hermes/internal/api/grpc"
@@ -29,6 +30,7 @@ import (
 	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/bufpool"
 	"github.com/hermes-mq/hermes/internal/replication"
+	"github.com/hermes-mq/hermes/internal/reqmetrics"
 	"github.com/hermes-mq/hermes/internal/tlsconf"
 )
 
@@ -100,6 +102,12 @@ type Server struct {
 	wireLis  net.Listener
 	wire     *wire.Server
 	serveErr chan error
+	// health is the grpc.health.v1 service, following readiness until
+	// healthStop is closed; reqs the request metrics of every API.
+	health     *health.Server
+	healthStop chan struct{}
+	reqs       *reqmetrics.Metrics
+	httpReqs   *httpMetrics
 }
 
 // Start opens the broker (recovering its data) and starts serving.
@@ -115,10 +123,13 @@ func Start(cfg Config) (*Server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg, cfg.Version)
+	reqs := reqmetrics.New(reg)
 	cfg.Broker.Registerer = reg
 	cfg.Broker.Logger = cfg.Logger
 	started := time.Now()
-	s := &Server{cfg: cfg, log: cfg.Logger, serveErr: make(chan error, 4)}
+	s := &Server{cfg: cfg, log: cfg.Logger, serveErr: make(chan error, 4),
+		healthStop: make(chan struct{}), reqs: reqs, httpReqs: &httpMetrics{m: reqs}}
 	if err := cfg.checkExposure(); err != nil {
 		return nil, err
 	}
@@ -185,7 +196,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.broker = b
 	svc := grpcapi.New(b, cfg.Logger, cfg.Version, cfg.Limits)
-	creds := append([]grpc.ServerOption{experimental.BufferPool(bufpool.New())}, svc.ServerOptions()...)
+	grpcReqs := newGRPCMetrics(reqs)
+	creds := append([]grpc.ServerOption{experimental.BufferPool(bufpool.New())}, grpcReqs.options()...)
+	creds = append(creds, svc.ServerOptions()...)
 	if clientTLS != nil {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(clientTLS)))
 	}
@@ -197,6 +210,9 @@ func Start(cfg Config) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)...)
 	grpcapi.Register(s.grpc, svc)
+	s.health = registerHealth(s.grpc)
+	grpcReqs.learn(s.grpc)
+	go s.followReadiness(s.healthStop)
 	bodyTimeout := cmp.Or(cfg.HTTPBodyTimeout, DefaultHTTPBodyTimeout)
 	s.http = &http.Server{Handler: bodyDeadline(s.httpHandler(reg), bodyTimeout), ReadHeaderTimeout: 10 * time.Second, TLSConfig: clientTLS}
 	go func() { s.serveErr <- s.grpc.Serve(s.grpcLis) }()
@@ -213,7 +229,7 @@ func Start(cfg Config) (*Server, error) {
 	}()
 	if s.kafkaLis != nil {
 		s.kafka = kafka.New(b, kafka.Config{Advertise: c.KafkaAddr, AutoCreateTopics: cfg.KafkaAutoCreateTopics,
-			TLS: clientTLS, Logger: cfg.Logger})
+			TLS: clientTLS, Logger: cfg.Logger, Requests: s.reqs})
 		go func() {
 			if err := s.kafka.Serve(s.kafkaLis); err != nil {
 				s.serveErr <- err
@@ -221,7 +237,7 @@ func Start(cfg Config) (*Server, error) {
 		}()
 	}
 	if s.wireLis != nil {
-		s.wire = wire.New(b, wire.Config{TLS: clientTLS, Spin: cfg.WireSpin, ServerName: "hermes " + cfg.Version, Logger: cfg.Logger})
+		s.wire = wire.New(b, wire.Config{TLS: clientTLS, Spin: cfg.WireSpin, ServerName: "hermes " + cfg.Version, Logger: cfg.Logger, Requests: s.reqs})
 		go func() {
 			if err := s.wire.Serve(s.wireLis); err != nil {
 				s.serveErr <- err
@@ -307,7 +323,7 @@ func (s *Server) httpHandler(reg *prometheus.Registry) http.Handler {
 		mux.Handle("/debug/pprof/symbol", s.requireHTTP(broker.ActionAlter, http.HandlerFunc(pprof.Symbol)))
 		mux.Handle("/debug/pprof/trace", s.requireHTTP(broker.ActionAlter, http.HandlerFunc(pprof.Trace)))
 	}
-	return s.guard(mux)
+	return s.guard(s.httpReqs.wrap(mux))
 }
 
 // GRPCAddr and HTTPAddr are the bound addresses (useful with port 0).
@@ -358,6 +374,8 @@ const handOverTimeout = 2 * time.Second
 // every acknowledged write is on disk.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("hermes shutting down")
+	close(s.healthStop)
+	s.health.Shutdown() // NOT_SERVING: load balancers stop sending calls here
 	hctx, hcancel := context.WithTimeout(ctx, handOverTimeout)
 	s.broker.Drain(hctx)
 	hcancel()

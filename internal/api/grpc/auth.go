@@ -17,11 +17,20 @@ import (
 
 // Authentication: every call's credentials (the "authorization"
 // metadata, or the TLS client certificate) become its principal through
-// broker.Authenticate, before the handler runs. Health is exempt (probes
-// and load balancers call it).
+// broker.Authenticate, before the handler runs. Health checks are exempt
+// (probes and load balancers call them without credentials): Hermes's own
+// Health and the standard grpc.health.v1 service. Server reflection is
+// not: the API's description is no secret (the .proto files are
+// published), but a listener that requires authentication answers only
+// authenticated callers (grpcurl takes -H 'authorization: Bearer ...').
 
 // exempt are the methods that run without authentication.
-var exempt = map[string]bool{pb.Hermes_Health_FullMethodName: true}
+var exempt = map[string]bool{
+	pb.Hermes_Health_FullMethodName: true,
+	"/grpc.health.v1.Health/Check":  true,
+	"/grpc.health.v1.Health/Watch":  true,
+	"/grpc.health.v1.Health/List":   true,
+}
 
 // ServerOptions are the interceptors that authenticate every call.
 func (s *Service) ServerOptions() []grpc.ServerOption {
@@ -37,6 +46,9 @@ func (s *Service) ServerOptions() []grpc.ServerOption {
 			return h(ctx, req)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if exempt[info.FullMethod] {
+				return h(srv, ss)
+			}
 			ctx, err := s.authenticate(ss.Context())
 			if err != nil {
 				return err

@@ -36,6 +36,7 @@ import (
 
 	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/netserve"
+	"github.com/hermes-mq/hermes/internal/reqmetrics"
 )
 
 // Config configures the Kafka listener.
@@ -59,6 +60,8 @@ type Config struct {
 	// (passwords in clear); only tests on loopback want it.
 	SASLPlainWithoutTLS bool
 	Logger              *slog.Logger
+	// Requests, when set, counts and times the requests by API.
+	Requests *reqmetrics.Metrics
 }
 
 const (
@@ -88,6 +91,7 @@ type Server struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	ns       netserve.Server
+	reqs     *apiMetrics
 }
 
 // New returns a server of the Kafka protocol on api.
@@ -108,6 +112,7 @@ func New(api broker.API, cfg Config) *Server {
 	s.synced = map[tp]uint64{}
 	s.pids = newProducers()
 	s.sessions = newFetchSessions()
+	s.reqs = newAPIMetrics(cfg.Requests)
 	return s
 }
 
@@ -181,6 +186,8 @@ type answer struct {
 	close bool
 	// none: the request takes no answer (produce with acks=0).
 	none bool
+	// start is when the request was read (for the request metrics).
+	start time.Time
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -263,6 +270,9 @@ func (c *conn) dispatch(buf []byte) bool {
 	version := int16(binary.BigEndian.Uint16(buf[2:]))
 	corr := int32(binary.BigEndian.Uint32(buf[4:]))
 	a := &answer{corr: corr, key: key, version: version, done: make(chan struct{})}
+	if c.s.reqs != nil {
+		a.start = time.Now()
+	}
 	h, ok := handlers[key]
 	if !ok || version < h.min || version > h.max {
 		if key == kmsg.ApiVersions.Int16() {
@@ -329,6 +339,7 @@ func (c *conn) writeAnswers() {
 	for a := range c.answers {
 		select {
 		case <-a.done:
+			c.s.reqs.done(a)
 		case <-c.base.Done():
 			failed = true
 			continue

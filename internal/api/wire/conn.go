@@ -215,7 +215,13 @@ func (c *conn) readFrame() error {
 		}
 		return c.hello(h, body)
 	}
-	return c.dispatch(h, body)
+	if c.s.reqs == nil {
+		return c.dispatch(h, body)
+	}
+	start := time.Now()
+	derr := c.dispatch(h, body)
+	c.s.reqs.done(h.Type, start, derr)
+	return derr
 }
 
 // dispatch handles one frame after the handshake.

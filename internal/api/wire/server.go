@@ -26,6 +26,7 @@ package wire
 import (
 	"context"
 	"crypto/tls"
+	"github.com/hermes-mq/hermes/internal/reqmetrics"
 	"log/slog"
 	"net"
 	"time"
@@ -47,6 +48,8 @@ type Config struct {
 	// ServerName is sent in HELLO_OK.
 	ServerName string
 	Logger     *slog.Logger
+	// Requests, when set, counts and times the request frames.
+	Requests *reqmetrics.Metrics
 }
 
 // handshakeTimeout bounds the time from connecting to HELLO_OK.
@@ -64,6 +67,7 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	ns     netserve.Server
+	reqs   *frameMetrics
 }
 
 // New returns a hermes-wire server on api.
@@ -75,7 +79,8 @@ func New(api broker.API, cfg Config) *Server {
 		cfg.ServerName = "hermes"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{api: api, cfg: cfg, log: cfg.Logger.With("component", "wire"), ctx: ctx, cancel: cancel}
+	return &Server{api: api, cfg: cfg, log: cfg.Logger.With("component", "wire"), ctx: ctx, cancel: cancel,
+		reqs: newFrameMetrics(cfg.Requests)}
 }
 
 // Serve accepts connections on ln until Close. It returns nil after
