@@ -59,10 +59,15 @@ type Header struct {
 }
 
 // MessageID is a record's unique id: a UUIDv7 made by this package when the
-// publisher leaves it zero. Retries resend the same id. The broker does not
-// drop duplicates yet: a record retried after a lost acknowledgement may be
-// stored (and delivered) twice, and its copies carry the same id, by which
-// consumers can recognise them.
+// publisher leaves it zero. Retries resend the same records with the same
+// ids (a Producer resends a batch byte for byte), and the broker recognises
+// a retry of records it stored within its duplicate window (`hermes serve
+// --dedup-window`, default 2 minutes, and at most --dedup-max-batches
+// batches per partition; -1 turns it off): it answers with the first
+// copy's offsets and does not store them again. A retry outside that
+// window, and ModePerformance records (never checked), may be stored and
+// delivered twice; the copies carry the same id, by which consumers can
+// recognise them.
 type MessageID [16]byte
 
 // IsZero reports whether id is unset.
