@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hermes-mq/hermes/pkg/bufpool"
 	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
+	"github.com/hermes-mq/hermes/pkg/bufpool"
 )
 
 // Transport bounds.

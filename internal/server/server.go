@@ -27,9 +27,9 @@ import (
 	"github.com/hermes-mq/hermes/internal/api/kafka"
 	"github.com/hermes-mq/hermes/internal/api/wire"
 	"github.com/hermes-mq/hermes/internal/broker"
-	"github.com/hermes-mq/hermes/pkg/bufpool"
 	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/internal/tlsconf"
+	"github.com/hermes-mq/hermes/pkg/bufpool"
 )
 
 // Config is a node's configuration.
