@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,6 +75,7 @@ type benchFlags struct {
 	jsonPath string
 	quiet    bool
 	pids     string
+	cpuProf  string
 	tls      brokerFlags // only its TLS flags
 }
 
@@ -115,6 +117,24 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&b.quiet, "quiet", false, "no progress line")
 	f.StringVar(&b.cfg.RelayAddr, "relay-addr", "", "-target relay: a running relay (hermes bench relay); default: start one")
 	f.BoolVar(&b.cfg.LatencyDist, "latency-dist", false, "print the end-to-end latency distribution (<20µs, 20-50µs, ... >5ms)")
+	f.StringVar(&b.cpuProf, "cpu-profile", "", "write a CPU profile of this process (the load generator) to this file: what limits the client side")
+}
+
+// startCPUProfile starts profiling into b.cpuProf if it is set; the
+// returned function stops it.
+func (b *benchFlags) startCPUProfile() (stop func(), err error) {
+	if b.cpuProf == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(b.cpuProf)
+	if err != nil {
+		return nil, fmt.Errorf("-cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpu-profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // finish completes the config from what flags alone cannot say.
@@ -188,7 +208,12 @@ The command exits with status 1 when verification fails.`,
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			quietGC()
+			stopProf, err := b.startCPUProfile()
+			if err != nil {
+				return err
+			}
 			rep, err := bench.Run(ctx, b.cfg)
+			stopProf()
 			if err != nil {
 				return err
 			}

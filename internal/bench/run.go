@@ -25,7 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // run is the state of one Run.
@@ -246,7 +246,7 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 		if err != nil || (r.cfg.Count == 0 && !due.Before(r.end)) {
 			return
 		}
-		id := [16]byte(uuid.Must(uuid.NewV7()))
+		id := [16]byte(record.NewMessageIDAt(due.UnixNano()))
 		payload := encodePayload(nil, r.size, header{Topic: uint8(r.topicOf(w)), Stream: uint32(w), Seq: j, Time: due.UnixNano(), ID: id})
 		if h.CorruptEveryNth > 0 && (j+1)%uint64(h.CorruptEveryNth) == 0 {
 			payload[len(payload)-1] ^= 0xff

@@ -52,7 +52,7 @@ func (s *localSub) pollPartition(pid int32, maxRecords, maxBytes int) (*Delivery
 			return nil, nil
 		}
 	}
-	batches, start, _, err := p.readBatches(cursor, maxBytes)
+	batches, start, _, err := p.readBatches(cursor, maxBytes, limit)
 	if errors.Is(err, ErrOffsetOutOfRange) && cursor < start {
 		// Retention deleted what this subscriber had not read yet.
 		s.b.log.Warn("subscriber fell behind retention; skipping to the log start",

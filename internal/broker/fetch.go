@@ -139,7 +139,7 @@ func (b *Broker) fetchLocal(ctx context.Context, t *topic, p *partition, req Fet
 	}
 	for {
 		changed := t.changed()
-		batches, start, hw, err := p.readBatches(req.Offset, req.MaxBytes)
+		batches, start, hw, err := p.readBatches(req.Offset, req.MaxBytes, 0)
 		if err != nil || len(batches) > 0 || deadline == nil {
 			if err != nil {
 				return nil, err

@@ -187,27 +187,6 @@ func TestPublishLiveAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestNewMessageIDIsAUUIDv7: version 7, RFC 9562 variant, time ordered,
-// never repeated.
-func TestNewMessageIDIsAUUIDv7(t *testing.T) {
-	seen := make(map[record.MessageID]bool)
-	var prev record.MessageID
-	for i := range 100000 {
-		id := newMessageID()
-		if id[6]>>4 != 7 || id[8]>>6 != 2 {
-			t.Fatalf("id %x: version %d, variant %b", id, id[6]>>4, id[8]>>6)
-		}
-		if seen[id] {
-			t.Fatalf("id %x repeated after %d", id, i)
-		}
-		seen[id] = true
-		if string(id[:6]) < string(prev[:6]) {
-			t.Fatalf("id %x is older than %x", id, prev)
-		}
-		prev = id
-	}
-}
-
 // TestByteCreditAfterRecordsOnly: bytes delivered while a subscriber gave
 // record credit only do not count against the byte credit it grants
 // later.

@@ -122,7 +122,7 @@ func (s *nodeService) Follow(req *nodepb.FollowRequest, stream nodepb.Node_Follo
 	offset := req.GetOffset()
 	for {
 		changed := p.t.changed()
-		batches, start, hw, err := p.readBatches(offset, maxBytes)
+		batches, start, hw, err := p.readBatches(offset, maxBytes, 0)
 		if err != nil {
 			return stream.Send(&nodepb.FollowResponse{Error: nodeError(err), StartOffset: start, HighWatermark: hw})
 		}

@@ -238,8 +238,12 @@ func (p *partition) committed(batches [][]byte, hw int64) {
 
 // readBatches returns committed batches from offset: from the tail cache
 // when it covers offset, else from the log. The first batch may start
-// below offset. The slices must not be modified.
-func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, start, hw int64, err error) {
+// below offset. A read from the log stops before the first batch past
+// maxRecords records from offset (0: no bound), so that a reader with
+// little record credit does not read maxBytes to return a few records
+// (the tail cache copies nothing, and is not bounded so). The slices
+// must not be modified.
+func (p *partition) readBatches(offset int64, maxBytes, maxRecords int) (batches [][]byte, start, hw int64, err error) {
 	if p.remote && p.offline() && p.onlyHere() {
 		return nil, 0, 0, p.offlineError()
 	}
@@ -269,7 +273,11 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 		return cached, start, hw, nil
 	}
 	p.mu.RUnlock()
-	raw, err := p.rep.Log().Read(offset, maxBytes, hw)
+	limit := hw
+	if maxRecords > 0 {
+		limit = min(hw, offset+int64(maxRecords))
+	}
+	raw, err := p.rep.Log().Read(offset, maxBytes, limit)
 	if errors.Is(err, replication.ErrOffsetOutOfRange) { // retention ran meanwhile
 		start = p.refreshStart()
 		return nil, start, hw, errorf(ErrOffsetOutOfRange, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
@@ -282,7 +290,12 @@ func (p *partition) readBatches(offset int64, maxBytes int) (batches [][]byte, s
 		return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
 	for len(raw) > 0 {
-		h, err := record.ParseBatch(raw)
+		// The log checked every batch it returned (ParseBatch): only
+		// split them here.
+		h, err := record.ParseHeader(raw)
+		if err == nil && h.Size() > len(raw) {
+			err = record.ErrShortBatch
+		}
 		if err != nil {
 			return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 		}

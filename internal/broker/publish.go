@@ -218,7 +218,7 @@ func recordSize(r *record.Record) int {
 func fillRecords(recs []record.Record, now int64) {
 	for i := range recs {
 		if recs[i].MessageID.IsZero() {
-			recs[i].MessageID = newMessageID()
+			recs[i].MessageID = record.NewMessageID()
 		}
 		if recs[i].Timestamp == 0 {
 			recs[i].Timestamp = now

@@ -122,7 +122,7 @@ var errRetained = errors.New("record no longer retained")
 // readOne reads the record at off. errRetained when retention deleted it;
 // any other error means it could not be read now.
 func readOne(p *partition, off int64) (record.Record, error) {
-	batches, start, _, err := p.readBatches(off, 1)
+	batches, start, _, err := p.readBatches(off, 1, 1)
 	if off < start {
 		return record.Record{}, errRetained
 	}

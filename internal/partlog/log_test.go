@@ -432,3 +432,43 @@ func TestOneOpenFilePerSegment(t *testing.T) {
 		t.Fatalf("reopened, %d segments: %d files open, want %d", want, n, want)
 	}
 }
+
+// TestReadWithALowLimitReadsLittle: a read for few records (a low limit)
+// reads about what it returns, to the index's granularity, not maxBytes:
+// a subscriber with 1,000 records of credit once read 4 MiB from disk
+// for every 1,000 records of 100 bytes it was sent.
+func TestReadWithALowLimitReadsLittle(t *testing.T) {
+	f := newFixture(t, Options{IndexIntervalBytes: 4096})
+	for i := 0; i < 2000; i++ {
+		f.appendBatch(1, 100) // one record of 100 bytes per batch
+	}
+	if err := f.l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []int64{0, 1, 777, 1990} {
+		b, err := f.l.ReadAppend(nil, from, 4<<20, from+10) // its capacity is what it read
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rest := b; len(rest) > 0; n++ {
+			h, err := record.ParseBatch(rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.BaseOffset >= from+10 {
+				t.Fatalf("from %d: returned the batch at %d, past the limit", from, h.BaseOffset)
+			}
+			rest = rest[h.Size():]
+		}
+		if n != int(min(10, 2000-from)) {
+			t.Fatalf("from %d: %d batches, want %d", from, n, min(10, 2000-from))
+		}
+		// The buffer holds what was read: at most the batches wanted plus
+		// two index intervals (the read starts at the batch, ends at the
+		// next index entry at or past the limit).
+		if c := cap(b); c > 10*200+2*4096 {
+			t.Fatalf("from %d: read %d bytes for %d returned", from, c, len(b))
+		}
+	}
+}

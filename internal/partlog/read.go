@@ -87,7 +87,7 @@ func (l *Log) view(seg *segment) segView {
 // collect reads the batch at pos (header h) and those after it that fit
 // maxBytes and start below limit, with one read.
 func (v segView) collect(dst []byte, pos int64, h BatchHeader, maxBytes int, limit int64) ([]byte, error) {
-	n := int(min(v.readable-pos, max(int64(maxBytes), int64(h.Size()))))
+	n := int(min(v.readable-pos, max(int64(maxBytes), int64(h.Size())), max(v.endBefore(limit)-pos, int64(h.Size()))))
 	out := slices.Grow(dst, n)
 	buf := out[len(dst) : len(dst)+n]
 	if err := v.seg.readAt(buf, pos); err != nil {
@@ -113,6 +113,18 @@ func (v segView) collect(dst []byte, pos int64, h BatchHeader, maxBytes int, lim
 		next = bh.NextOffset()
 	}
 	return out[:len(dst)+end], nil
+}
+
+// endBefore returns a file position at or after the end of the last batch
+// that starts below offset limit: the first indexed batch at or past
+// limit, or the readable end. A reader asked for few records then reads
+// about what it returns (to the index's granularity), not maxBytes.
+func (v segView) endBefore(limit int64) int64 {
+	i := sort.Search(len(v.entries), func(i int) bool { return v.seg.base+int64(v.entries[i].rel) >= limit })
+	if i == len(v.entries) {
+		return v.readable
+	}
+	return min(int64(v.entries[i].pos), v.readable)
 }
 
 // corrupt describes the bad batch b at pos, which was to start at

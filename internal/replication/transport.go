@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hermes-mq/hermes/internal/bufpool"
 	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
+	"github.com/hermes-mq/hermes/pkg/bufpool"
 )
 
 // Transport bounds.
@@ -277,6 +277,7 @@ func (t *GRPCTransport) ServerOptions() []grpc.ServerOption {
 func transportServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		experimental.BufferPool(nodeBuffers),
+		grpc.ForceServerCodecV2(bufpool.Codec(nodeBuffers)),
 		grpc.MaxRecvMsgSize(maxNodeMessageBytes),
 		grpc.MaxSendMsgSize(maxNodeMessageBytes),
 		grpc.WriteBufferSize(transportBufferBytes),
@@ -293,6 +294,7 @@ var nodeBuffers = bufpool.New()
 func transportDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		experimental.WithBufferPool(nodeBuffers),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(bufpool.Codec(nodeBuffers))),
 		grpc.WithWriteBufferSize(transportBufferBytes),
 		grpc.WithReadBufferSize(transportBufferBytes),
 		grpc.WithInitialWindowSize(transportStreamWindow),

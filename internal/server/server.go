@@ -28,10 +28,10 @@ import (
 	"github.com/hermes-mq/hermes/internal/api/kafka"
 	"github.com/hermes-mq/hermes/internal/api/wire"
 	"github.com/hermes-mq/hermes/internal/broker"
-	"github.com/hermes-mq/hermes/internal/bufpool"
 	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/internal/reqmetrics"
 	"github.com/hermes-mq/hermes/internal/tlsconf"
+	"github.com/hermes-mq/hermes/pkg/bufpool"
 )
 
 // Config is a node's configuration.
@@ -197,13 +197,14 @@ func Start(cfg Config) (*Server, error) {
 	s.broker = b
 	svc := grpcapi.New(b, cfg.Logger, cfg.Version, cfg.Limits)
 	grpcReqs := newGRPCMetrics(reqs)
-	creds := append([]grpc.ServerOption{experimental.BufferPool(bufpool.New())}, grpcReqs.options()...)
+	pool := bufpool.New()
+	creds := append([]grpc.ServerOption{experimental.BufferPool(pool)}, grpcReqs.options()...)
 	creds = append(creds, svc.ServerOptions()...)
 	if clientTLS != nil {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(clientTLS)))
 	}
 	s.grpc = grpc.NewServer(append(creds,
-		grpcapi.ServerCodec(),
+		grpcapi.ServerCodec(bufpool.Codec(pool)),
 		grpc.MaxRecvMsgSize(grpcapi.MaxMessageBytes),
 		grpc.MaxSendMsgSize(grpcapi.MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),

@@ -14,6 +14,9 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
+
+	"github.com/hermes-mq/hermes/pkg/bufpool"
 
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -199,7 +202,8 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.recvMax)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.recvMax), grpc.ForceCodecV2(bufpool.Codec(buffers))),
+		experimental.WithBufferPool(buffers),
 	}
 	if cfg.auth != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(cfg.auth))
@@ -228,6 +232,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		coordinators: make(map[string]string),
 	}, nil
 }
+
+// buffers are the gRPC buffers of every Client in the process. gRPC's
+// default pool zeroes each buffer it hands out, which cost a producer
+// about 8% of its CPU at hundreds of MB/s; gRPC overwrites every byte it
+// uses, and decoded messages do not alias the buffers.
+var buffers = bufpool.New()
 
 // waitReady waits until conn is READY, bounded by ctx and timeout (0: none).
 func waitReady(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) error {

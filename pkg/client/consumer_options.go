@@ -8,7 +8,7 @@ import (
 
 // Defaults of the subscription options.
 const (
-	DefaultCreditRecords      = 1000
+	DefaultCreditRecords      = 8192
 	DefaultCreditBytes        = 4 << 20
 	DefaultSessionTimeout     = 10 * time.Second
 	DefaultAutoCommitInterval = time.Second

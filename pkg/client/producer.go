@@ -163,9 +163,8 @@ func (c *Client) NewProducer(ctx context.Context, topic string, opts ...Producer
 // The Future fails at once with ErrMessageTooLarge when m exceeds the
 // topic's max message bytes or the buffer bound, ErrClosed after Close.
 func (p *Producer) Publish(ctx context.Context, m *Message) *Future {
-	if err := ensureID(m); err != nil {
-		return failedFuture(m.ID, err)
-	}
+	now := time.Now()
+	ensureID(m, now)
 	sz := m.size()
 	cost := int64(sz + recordOverhead)
 	if (p.maxMsg > 0 && sz > p.maxMsg) || cost > p.cfg.maxBuffered {
@@ -177,7 +176,7 @@ func (p *Producer) Publish(ctx context.Context, m *Message) *Future {
 		p.mu.Unlock()
 		return failedFuture(m.ID, err)
 	}
-	b, idx, isNew := p.acc.add(m, cost, time.Now())
+	b, idx, isNew := p.acc.add(m, cost, now)
 	if isNew {
 		p.live[b.seq] = b
 	}

@@ -3,8 +3,9 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
-	"github.com/google/uuid"
+	"github.com/hermes-mq/hermes/pkg/record"
 
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
@@ -68,10 +69,9 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs []*Message, opt
 	if cfg.hasPartition {
 		req.Partition = &cfg.partition
 	}
+	now := time.Now()
 	for i, m := range msgs {
-		if err := ensureID(m); err != nil {
-			return nil, err
-		}
+		ensureID(m, now)
 		req.Records[i] = m.toProto()
 	}
 	var resp *hermesv1.PublishResponse
@@ -134,15 +134,9 @@ func (c *Client) setUnaryLeader(tp topicPartition, addr string) {
 	remember(c.unaryLeader, tp, addr)
 }
 
-// ensureID gives m a new UUIDv7 when its ID is zero.
-func ensureID(m *Message) error {
-	if !m.ID.IsZero() {
-		return nil
+// ensureID gives m a new UUIDv7 for the time now when its ID is zero.
+func ensureID(m *Message, now time.Time) {
+	if m.ID.IsZero() {
+		m.ID = MessageID(record.NewMessageIDAt(now.UnixNano()))
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return fmt.Errorf("hermes client: make message id: %w", err)
-	}
-	m.ID = MessageID(id)
-	return nil
 }

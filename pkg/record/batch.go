@@ -201,25 +201,28 @@ func checkCounts(h BatchHeader) error {
 }
 
 // SetBaseOffset rewrites the base offset of the batch at the start of b
-// and recomputes its CRC, in place.
+// and updates its CRC, in place (in
+// time independent of the batch's size: see patchCRC).
 //
 // REQUIRES: b starts with a whole batch (ParseBatch accepts it). It panics
 // if b is too short for the length its header gives.
 func SetBaseOffset(b []byte, base int64) {
 	size := wholeBatch(b)
+	old := headerBytes(b)
 	le.PutUint64(b[offBaseOffset:], uint64(base))
-	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+	patchCRC(b, size, &old)
 }
 
 // SetRaftPosition rewrites the Raft term and index of the batch at the
-// start of b and recomputes its CRC, in place.
+// start of b and updates its CRC, in place.
 //
 // REQUIRES: as SetBaseOffset.
 func SetRaftPosition(b []byte, term, index uint64) {
 	size := wholeBatch(b)
+	old := headerBytes(b)
 	le.PutUint64(b[offRaftTerm:], term)
 	le.PutUint64(b[offRaftIndex:], index)
-	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+	patchCRC(b, size, &old)
 }
 
 // wholeBatch returns the size of the batch at the start of b, panicking if
@@ -257,13 +260,14 @@ const MaxOriginCodec = 4
 func (h BatchHeader) OriginCodec() uint8 { return h.Attributes >> 3 & 0x07 }
 
 // SetOriginCodec records the codec a Kafka producer compressed the batch
-// at the start of b with, and recomputes its CRC.
+// at the start of b with, and updates its CRC.
 //
 // REQUIRES: as SetBaseOffset; codec <= MaxOriginCodec.
 func SetOriginCodec(b []byte, codec uint8) {
 	size := wholeBatch(b)
+	old := headerBytes(b)
 	b[offAttributes] = b[offAttributes]&^0x38 | codec<<3
-	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+	patchCRC(b, size, &old)
 }
 
 // Kafka transaction attributes: records of a transactional producer carry
@@ -283,13 +287,14 @@ func (h BatchHeader) Transactional() bool { return h.Attributes&AttrTransactiona
 func (h BatchHeader) Control() bool { return h.Attributes&AttrControl != 0 }
 
 // SetTxnAttributes sets the attribute bits attrs (AttrTransactional,
-// AttrControl) of the batch at the start of b and recomputes its CRC.
+// AttrControl) of the batch at the start of b and updates its CRC.
 //
 // REQUIRES: as SetBaseOffset.
 func SetTxnAttributes(b []byte, attrs uint8) {
 	size := wholeBatch(b)
+	old := headerBytes(b)
 	b[offAttributes] = b[offAttributes]&^(AttrTransactional|AttrControl) | attrs&(AttrTransactional|AttrControl)
-	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+	patchCRC(b, size, &old)
 }
 
 // raftTermMask keeps the Raft term of the term field; its top 16 bits
@@ -298,13 +303,14 @@ const raftTermMask = 1<<48 - 1
 
 // SetPosition rewrites the base offset, the Raft term and index of the
 // batch at the start of b, and how many batches follow it in its Raft
-// entry (saturating at 65,535), and recomputes its CRC once, in place.
+// entry (saturating at 65,535), and updates its CRC, in place.
 //
 // REQUIRES: as SetBaseOffset; term < 2^48.
 func SetPosition(b []byte, base int64, term, index uint64, following int) {
 	size := wholeBatch(b)
+	old := headerBytes(b)
 	le.PutUint64(b[offBaseOffset:], uint64(base))
 	le.PutUint64(b[offRaftTerm:], term&raftTermMask|uint64(min(following, 0xFFFF))<<48)
 	le.PutUint64(b[offRaftIndex:], index)
-	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:size], castagnoli))
+	patchCRC(b, size, &old)
 }

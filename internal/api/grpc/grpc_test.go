@@ -28,7 +28,7 @@ func serve(t *testing.T) (*brokertest.Fake, pb.HermesClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(ServerCodec())
+	srv := grpc.NewServer(ServerCodec(nil))
 	Register(srv, New(f, slog.New(slog.NewTextHandler(io.Discard, nil)), "test", StreamLimits{}))
 	go srv.Serve(lis)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -25,10 +25,14 @@ import (
 // from the codec to the handler of the same call.
 var badMessages sync.Map
 
-// ServerCodec is the server option that installs the codec: protobuf, as
-// gRPC's own, with decoding errors left to Register's handlers.
-func ServerCodec() grpc.ServerOption {
-	return grpc.ForceServerCodecV2(lenientCodec{encoding.GetCodecV2("proto")})
+// ServerCodec is the server option that installs the codec: base (nil:
+// gRPC's protobuf codec), with decoding errors left to Register's
+// handlers.
+func ServerCodec(base encoding.CodecV2) grpc.ServerOption {
+	if base == nil {
+		base = encoding.GetCodecV2("proto")
+	}
+	return grpc.ForceServerCodecV2(lenientCodec{base})
 }
 
 type lenientCodec struct{ encoding.CodecV2 }
