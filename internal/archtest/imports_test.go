@@ -26,7 +26,7 @@ func rank(pkg string) (int, bool) {
 		return -1, true
 	case strings.HasSuffix(pkg, "pb"), pkg == "internal/jsonscan", pkg == "internal/httpbody":
 		return 0, true // generated code, adapters' helpers
-	case pkg == "internal/partlog", pkg == "internal/meta", pkg == "internal/dedup", pkg == "internal/tlsconf", pkg == "internal/auth", pkg == "internal/netserve":
+	case pkg == "internal/partlog", pkg == "internal/meta", pkg == "internal/dedup", pkg == "internal/tlsconf", pkg == "internal/auth", pkg == "internal/netserve", pkg == "internal/reqmetrics":
 		return 0, true
 	case pkg == "internal/replication":
 		return 1, true
@@ -49,8 +49,9 @@ func rank(pkg string) (int, bool) {
 }
 
 // adapterMayImport lists what a protocol adapter may import besides the
-// public packages: the broker (its interface and types) and its helpers.
-var adapterMayImport = map[string]bool{"internal/broker": true, "internal/jsonscan": true, "internal/httpbody": true, "internal/netserve": true}
+// public packages: the broker (its interface and types) and its helpers
+// (the request metrics among them).
+var adapterMayImport = map[string]bool{"internal/broker": true, "internal/jsonscan": true, "internal/httpbody": true, "internal/netserve": true, "internal/reqmetrics": true}
 
 func TestImportRules(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
