@@ -91,16 +91,14 @@ func (d *decoder) decode(data []byte, topic string, part int32, from int64) ([]M
 	recs := d.recs[:0]
 	defer func() { clear(recs); d.recs = recs[:0] }()
 	for len(data) > 0 {
-		h, err := record.ValidateBatch(data)
-		if err != nil {
+		n := len(recs)
+		var h record.BatchHeader
+		var err error
+		if recs, h, err = record.DecodeValidBatch(recs, data); err != nil {
 			return nil, &Error{Code: CodeCorruptBatch, Message: fmt.Sprintf("partition %d: %v", part, err)}
 		}
 		if h.Control() { // a Kafka transaction marker: no records
-			data = data[h.Size():]
-			continue
-		}
-		if recs, err = record.DecodeRecords(recs, data[:h.Size()]); err != nil {
-			return nil, &Error{Code: CodeCorruptBatch, Message: fmt.Sprintf("partition %d: %v", part, err)}
+			recs = recs[:n]
 		}
 		data = data[h.Size():]
 	}

@@ -42,6 +42,21 @@ func FuzzValidateBatch(f *testing.F) {
 // after encoding).
 func checkValidateProperty(t *testing.T, b []byte) {
 	h, err := ValidateBatch(b)
+	one, oneH, oneErr := DecodeValidBatch(nil, b)
+	if (oneErr == nil) != (err == nil) {
+		t.Fatalf("ValidateBatch says %v, DecodeValidBatch %v", err, oneErr)
+	}
+	if err == nil {
+		two, _ := DecodeRecords(nil, b)
+		if oneH != h || len(one) != len(two) {
+			t.Fatalf("DecodeValidBatch: header %+v and %d records, ValidateBatch and DecodeRecords: %+v and %d", oneH, len(one), h, len(two))
+		}
+		for i := range one {
+			if !recordsEqual(one[i], two[i]) {
+				t.Fatalf("record %d: DecodeValidBatch %+v, DecodeRecords %+v", i, one[i], two[i])
+			}
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrShortBatch) {
 			t.Fatalf("error %v is neither ErrCorrupt nor ErrShortBatch", err)
