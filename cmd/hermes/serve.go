@@ -80,7 +80,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f := cmd.Flags()
 	f.StringVar(&cfg.Broker.DataDir, "data-dir", "./data", "directory for partition logs and metadata")
 	f.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:50051", "gRPC listen address")
-	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address: REST (/v1), GraphQL (/graphql), /metrics, /healthz, /readyz")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address: REST (/v1), GraphQL (/graphql), the web console (/ui), /metrics, /healthz, /readyz")
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (\"\": no Kafka listener)")
 	f.StringVar(&cfg.AdvertiseKafkaAddr, "advertise-kafka-addr", "", "Kafka address clients are told to connect to for this node (default: the --kafka-addr listener; set it when listening on 0.0.0.0)")
 	f.StringVar(&cfg.WireAddr, "wire-addr", "127.0.0.1:7070", "hermes-wire (the low-latency binary protocol) listen address (\"\": no hermes-wire listener)")
@@ -155,6 +155,12 @@ func newLogger(level, format string) (*slog.Logger, error) {
 }
 
 func serve(cfg server.Config, shutdownTimeout time.Duration) error {
+	tracer, stopTracing, err := startTracing(cfg) // off unless OTEL_TRACES_EXPORTER says otherwise (tracing.go)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(context.Background())
+	cfg.Broker.Tracer = tracer
 	s, err := server.Start(cfg)
 	if err != nil {
 		return err

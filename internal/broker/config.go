@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hermes-mq/hermes/internal/cluster"
 	"github.com/hermes-mq/hermes/internal/dedup"
@@ -170,6 +171,10 @@ type Config struct {
 	// DedupMaxBatches < 0 turns duplicate detection off.
 	DedupWindow     time.Duration
 	DedupMaxBatches int
+	// Tracer records OpenTelemetry spans of publishes, their replication
+	// commits and deliveries (trace.go); nil, the default, turns tracing
+	// off at the cost of a nil check per request.
+	Tracer trace.Tracer
 }
 
 func (c Config) withDefaults() Config {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hermes-mq/hermes/internal/broker/nodepb"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
@@ -90,7 +92,11 @@ func (b *Broker) publishRelayed(req *nodepb.PublishRequest, done func(int64, err
 		done(0, errorf(ErrCorruptBatch, "a relayed batch of %d bytes: %v", len(batch), err))
 		return
 	}
-	b.appendDurable(p, batch, int(h.RecordCount), mode, true, func(base int64, _ string, err error) { done(base, err) })
+	var span trace.SpanContext // a relayed batch's commit span: a child of its first record's trace (trace.go)
+	if b.cfg.Tracer != nil {
+		span = batchParent(batch)
+	}
+	b.appendDurable(p, batch, int(h.RecordCount), mode, true, span, func(base int64, _ string, err error) { done(base, err) })
 }
 
 // Fetch serves a read of a partition this node holds.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hermes-mq/hermes/internal/replication"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
@@ -105,6 +107,12 @@ func (b *Broker) PublishAsync(ctx context.Context, req *PublishRequest, done fun
 
 // publish is PublishAsync once authorized.
 func (b *Broker) publish(req *PublishRequest, done func(*PublishResult, error)) {
+	// span: the publish span's context, the parent of its commit spans
+	// (zero while tracing is off: trace.go).
+	var span trace.SpanContext
+	if tr := b.cfg.Tracer; tr != nil {
+		done, span = b.tracePublish(tr, req, done)
+	}
 	t, err := b.topic(req.Topic)
 	if err != nil {
 		done(nil, err)
@@ -123,13 +131,13 @@ func (b *Broker) publish(req *PublishRequest, done func(*PublishResult, error)) 
 			done(nil, errorf(ErrInvalidArgument, "a publish carries records or a packed batch, not both"))
 			return
 		}
-		b.publishBatch(t, req, mode, done)
+		b.publishBatch(t, req, mode, span, done)
 		return
 	}
-	b.publishRecords(t, req, mode, done)
+	b.publishRecords(t, req, mode, span, done)
 }
 
-func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done func(*PublishResult, error)) {
+func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, span trace.SpanContext, done func(*PublishResult, error)) {
 	if req.Partition == AnyPartition {
 		done(nil, errorf(ErrInvalidArgument, "a packed batch needs a partition"))
 		return
@@ -158,7 +166,7 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, done fun
 		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: first, Count: n}, nil)
 		return
 	}
-	b.appendDurable(p, batch, n, mode, false, func(base int64, via string, err error) {
+	b.appendDurable(p, batch, n, mode, false, span, func(base int64, via string, err error) {
 		if err != nil {
 			done(nil, err)
 			return
@@ -227,8 +235,10 @@ func fillRecords(recs []record.Record, now int64) {
 }
 
 // appendDurable proposes a validated batch to the partition's Raft group,
-// or relays it to the group's leader when that is another node.
-func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done stored) {
+// or relays it to the group's leader when that is another node. span is
+// the context of the publish's span (zero: none), the parent of the
+// proposal's commit span.
+func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, span trace.SpanContext, done stored) {
 	if p.remote && p.offline() && p.onlyHere() {
 		done(0, "", p.offlineError())
 		return
@@ -265,7 +275,7 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, for
 		b.relay(p, batch, mode, forwarded, p.notHere(), true, done)
 		return
 	}
-	b.proposeDurable(p, batch, n, mode, forwarded, done)
+	b.proposeDurable(p, batch, n, mode, forwarded, span, done)
 }
 
 // noLeaderWait bounds how long a publish waits for its partition to have
@@ -275,13 +285,20 @@ const noLeaderWait = 3 * time.Second
 // proposeDurable hands the batch to the partition's Raft group; it is
 // answered once the leader has fsynced it (eventual) or a quorum has it
 // (consistent).
-func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, done stored) {
+func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, span trace.SpanContext, done stored) {
 	ack := replication.AckCommitted
 	if mode == ModeEventual {
 		ack = replication.AckPersisted
 	}
+	var commit trace.Span // nil unless traced (trace.go)
+	if span.IsSampled() {
+		commit = b.traceCommit(span, p, n, len(batch), mode, forwarded)
+	}
 	enq := time.Now()
 	p.rep.Propose([][]byte{batch}, ack, func(first int64, err error) {
+		if commit != nil {
+			endCommit(commit, first, n, err)
+		}
 		switch {
 		case errors.Is(err, replication.ErrNotLeader):
 			b.relay(p, batch, mode, forwarded, p.notHere(), false, done)
@@ -336,7 +353,7 @@ func (b *Broker) appendRing(p *partition, recs []record.Record, size int, origin
 
 // publishRecords groups the records by partition, encodes one batch per
 // partition and answers when all are acknowledged.
-func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, done func(*PublishResult, error)) {
+func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, span trace.SpanContext, done func(*PublishResult, error)) {
 	if len(req.Records) == 0 {
 		done(nil, errorf(ErrInvalidArgument, "a publish needs at least one record"))
 		return
@@ -369,7 +386,7 @@ func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, done f
 		done(res, nil)
 	}}
 	for pid, idx := range groups {
-		b.publishGroup(t.partitions()[pid], req.Records, idx, mode, len(groups) == 1, res, agg)
+		b.publishGroup(t.partitions()[pid], req.Records, idx, mode, len(groups) == 1, span, res, agg)
 	}
 }
 
@@ -401,7 +418,7 @@ func (b *Broker) route(t *topic, req *PublishRequest) map[int32][]int {
 	return groups
 }
 
-func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode Mode, single bool, res *PublishResult, agg *aggregate) {
+func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode Mode, single bool, span trace.SpanContext, res *PublishResult, agg *aggregate) {
 	recs := make([]record.Record, len(idx))
 	for j, i := range idx {
 		recs[j] = all[i]
@@ -425,7 +442,7 @@ func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode
 		agg.finish(errorf(ErrMessageTooLarge, "%d records for partition %d encode to %d bytes; one request may carry at most %d per partition", len(recs), p.id, len(batch), record.MaxBatchBytes))
 		return
 	}
-	b.appendDurable(p, batch, len(recs), mode, false, func(base int64, via string, err error) {
+	b.appendDurable(p, batch, len(recs), mode, false, span, func(base int64, via string, err error) {
 		if err == nil {
 			ack(base)
 			if single {

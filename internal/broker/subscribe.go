@@ -495,6 +495,9 @@ func (s *localSub) Next(ctx context.Context) (*Delivery, error) {
 		if err != nil {
 			return nil, err
 		}
+		if tr := s.b.cfg.Tracer; tr != nil && d.Assignment == nil {
+			s.traceDelivery(tr, d)
+		}
 		s.mu.Lock()
 		s.credit.spend(d)
 		s.mu.Unlock()

@@ -159,12 +159,17 @@ func (c *Client) NewProducer(ctx context.Context, topic string, opts ...Producer
 // A zero m.ID is set to a new UUIDv7; a zero Timestamp means the time the
 // batch is sent. ctx bounds only the wait for space, not the delivery.
 //
+// When ctx carries an OpenTelemetry span, the record is sent with its
+// trace context in the headers "traceparent" and "tracestate" (trace.go;
+// m itself is not changed).
+//
 // REQUIRES: m and its slices stay unmodified until the Future is done.
 // The Future fails at once with ErrMessageTooLarge when m exceeds the
 // topic's max message bytes or the buffer bound, ErrClosed after Close.
 func (p *Producer) Publish(ctx context.Context, m *Message) *Future {
 	now := time.Now()
 	ensureID(m, now)
+	m = withTrace(ctx, m)
 	sz := m.size()
 	cost := int64(sz + recordOverhead)
 	if (p.maxMsg > 0 && sz > p.maxMsg) || cost > p.cfg.maxBuffered {

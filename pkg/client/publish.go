@@ -50,6 +50,10 @@ func WithPartition(p int32) SendOption {
 // Past that window a retry may store the records twice, under the same
 // ids, so consumers can recognise the copies.
 //
+// When ctx carries an OpenTelemetry span, each record is sent with its
+// trace context in the headers "traceparent" and "tracestate" (trace.go;
+// msgs are not changed).
+//
 // REQUIRES: the request (all msgs) fits the broker's request size limit
 // (4 MiB by default); for many records use a Producer. msgs must not be
 // modified until Publish returns.
@@ -74,6 +78,7 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs []*Message, opt
 		ensureID(m, now)
 		req.Records[i] = m.toProto()
 	}
+	addTrace(ctx, msgs, req.Records) // ctx's span, if any, in each record's headers (trace.go)
 	var resp *hermesv1.PublishResponse
 	err := c.call(ctx, func(ctx context.Context) (e error) {
 		if !cfg.hasPartition {
