@@ -26,7 +26,7 @@ import (
 //   - CORS, off by default: Config.CORSOrigins may call the APIs from
 //     pages of theirs (preflights are answered here).
 
-// openPaths need no authentication.
+// openPaths need no authentication (nor do the console's files: openPath).
 var openPaths = map[string]bool{"/healthz": true, "/readyz": true}
 
 // guard wraps the HTTP handler with authentication and the cross-site
@@ -64,7 +64,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if openPaths[r.URL.Path] {
+		if openPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -36,11 +35,12 @@ const (
 
 // Register mounts the GraphQL API on mux: /graphql (POST and GET; websocket
 // subscriptions, graphql-transport-ws) and a GraphiQL page at /graphql/ui
-// (it loads GraphiQL from a CDN into the user's browser; the server fetches
-// nothing). It is a server.HTTPAdapter.
+// (GraphiQL's files are embedded: graphiql.go). It is a
+// server.HTTPAdapter.
 func Register(mux *http.ServeMux, b broker.API, log *slog.Logger) {
 	mux.Handle("/graphql", NewHandler(b, log))
-	mux.Handle("GET /graphql/ui", playground.Handler("Hermes GraphQL", "/graphql"))
+	mux.HandleFunc("GET /graphql/ui", serveGraphiQL)
+	mux.HandleFunc("GET /graphql/ui/", serveGraphiQL)
 }
 
 // NewHandler returns the /graphql handler over b.
