@@ -24,7 +24,7 @@ LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildD
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/hermes
 
-test: lint unit e2e rust python typescript sdk-interop kafka-compat-ci fuzz-ci chaos-ci
+test: lint unit e2e docs-test rust python typescript sdk-interop test-deps console-test image-test k8s-validate kafka-compat-ci fuzz-ci chaos-ci
 
 lint:
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -142,6 +142,64 @@ fuzz:
 	scripts/fuzz.sh $(FUZZTIME) ./internal/api/wire/ FuzzFrames
 	scripts/fuzz.sh $(FUZZTIME) ./pkg/wire/ FuzzDecoder
 
+# Container image (deploy/Containerfile; docs/OPERATIONS.md, "Deploying"):
+# the static binary (CGO_ENABLED=0: no libc; -tags pebblegozstd from
+# GOFLAGS) on an empty base with CA certificates and user 65532, built by
+# podman from bin/image/ with nothing pulled. IMAGE names it.
+IMAGE       ?= hermes:dev
+PODMAN      ?= podman
+# The podman settings this kind of machine needs (runc, cgroupfs, explicit
+# ulimits: deploy/podman/containers.conf). PODMAN_CONF= uses the machine's.
+PODMAN_CONF ?= $(abspath deploy/podman/containers.conf)
+
+.PHONY: image image-context image-test image-deps k8s-validate
+image-context:
+	rm -rf bin/image && mkdir -p bin/image/data
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/image/hermes ./cmd/hermes
+	@if ldd bin/image/hermes >/dev/null 2>&1; then echo "bin/image/hermes is not static:"; ldd bin/image/hermes; exit 1; fi
+	@[ -f /etc/ssl/certs/ca-certificates.crt ] || { echo "no /etc/ssl/certs/ca-certificates.crt (Debian: apt-get install ca-certificates)"; exit 1; }
+	cp deploy/image/passwd deploy/image/group /etc/ssl/certs/ca-certificates.crt bin/image/
+
+image: image-context
+	CONTAINERS_CONF=$(PODMAN_CONF) $(PODMAN) build --layers=false --build-arg VERSION=$(VERSION) -f deploy/Containerfile -t $(IMAGE) bin/image
+
+# The Debian packages the suite needs (Chromium for the console's browser
+# tests, podman for the image test), installed when missing (root).
+.PHONY: test-deps
+test-deps:
+	@test -x $(CHROMIUM) || { echo "== installing chromium (Debian)"; apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; }
+	@{ command -v $(PODMAN) && command -v runc && command -v podman-compose; } >/dev/null 2>&1 || { echo "== installing podman (Debian)"; $(MAKE) image-deps; }
+
+# podman and podman-compose from Debian's packages (root).
+image-deps:
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(IMAGE_DEPS)
+IMAGE_DEPS := podman runc conmon netavark aardvark-dns iptables podman-compose ca-certificates
+
+# e2e/image_test.go: builds the image, runs deploy/docker-compose.yml's
+# three nodes with podman-compose, kills the partition leader's container
+# and reads everything back. Where podman cannot run containers the test
+# is skipped, and the reason is printed in a banner.
+image-test: build
+	@echo "== container image: a 3-node cluster from deploy/docker-compose.yml under podman"
+	@out=$$(mktemp) && trap 'rm -f "$$out"' EXIT; \
+		HERMES_IMAGE_TEST=1 PODMAN=$(PODMAN) CONTAINERS_CONF=$(PODMAN_CONF) \
+		$(GO) test -count=1 -timeout 20m -run '^TestImageCluster$$' -v ./e2e/ >"$$out" 2>&1; rc=$$?; \
+		cat "$$out"; [ $$rc -eq 0 ] || exit $$rc; \
+		if grep -q -- '^--- SKIP: TestImageCluster' "$$out"; then \
+			echo; echo "######## image-test SKIPPED ########"; \
+			sed -n '/image test skipped:/,/^--- SKIP/p' "$$out" | grep -v -- '^--- SKIP'; \
+			echo "####################################"; \
+		elif ! grep -q -- '^--- PASS: TestImageCluster ' "$$out"; then \
+			echo "image-test: TestImageCluster did not run"; exit 1; \
+		fi
+
+# The Kubernetes manifests (deploy/k8s) decoded strictly into the API's Go
+# types, rendered with kustomize, and checked for 3 -> 5 nodes against
+# docs/OPERATIONS.md; a module of its own (deploy/k8s/validate).
+k8s-validate:
+	@echo "== Kubernetes manifests (deploy/k8s)"
+	cd deploy/k8s/validate && $(GO) test -count=1 ./...
+
 # Regenerate the committed protobuf code (needs protoc; installs the Go plugins).
 proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
@@ -153,3 +211,34 @@ proto:
 
 clean:
 	rm -rf bin
+
+# Every shell block of README.md, docs/*.md and clients/*/README.md runs
+# as written, on a copy of the checkout against a broker of its own, or is
+# annotated with why it cannot (e2e/docs_test.go). A line per file; the
+# target fails unless TestDocsCommands ran and passed.
+.PHONY: docs-test
+docs-test:
+	@echo "== docs: every shell block of README.md, docs/ and clients/*/README.md"
+	@out=$$(mktemp) && rc=$$(mktemp) && trap 'rm -f "$$out" "$$rc"' EXIT; \
+		{ HERMES_DOCS_TEST=1 $(GO) test -count=1 -timeout 10m -run '^TestDocs' -v ./e2e/ 2>&1; echo $$? >"$$rc"; } | tee "$$out"; \
+		[ "$$(cat "$$rc")" -eq 0 ] || exit 1; \
+		grep -q -- '^--- PASS: TestDocsCommands ' "$$out" || { echo "docs-test: TestDocsCommands did not run"; exit 1; }
+
+# The web console (/ui, web/console): `make console` rebuilds its embedded
+# files (internal/api/console/dist, and GraphiQL's for /graphql/ui in
+# internal/api/graphql/graphiql) from package-lock.json; they are
+# committed, so `make build` needs no npm.
+.PHONY: console console-test
+CONSOLE_DIR := web/console
+CHROMIUM ?= /usr/bin/chromium
+
+console:
+	cd $(CONSOLE_DIR) && npm ci --no-audit --no-fund && npm run build
+
+# The console in headless Chromium (Debian's chromium package; no browser
+# is downloaded) against real hermes serve processes.
+console-test: build
+	@echo "== web console (web/console) in headless Chromium against a real hermes serve"
+	@test -x $(CHROMIUM) || { echo "console-test: $(CHROMIUM) not found (apt-get install chromium, or CHROMIUM=...)"; exit 1; }
+	cd $(CONSOLE_DIR) && npm ci --no-audit --no-fund \
+		&& HERMES_BIN=$(abspath $(BIN)) CHROMIUM=$(CHROMIUM) npm test
