@@ -177,7 +177,7 @@ func serve(cfg server.Config, shutdownTimeout time.Duration) error {
 	if wireAddr == "" {
 		wireAddr = "off"
 	}
-	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    %s://%s (REST /v1, GraphQL /graphql, /metrics /healthz /readyz)\n  Kafka:   %s\n  wire:    %s (hermes-wire)\n  nodes:   %s (node %d)\n  data:    %s\n",
+	fmt.Printf("Hermes %s is serving\n  gRPC:    %s\n  HTTP:    %s://%s (REST /v1, GraphQL /graphql, console /ui, /metrics /healthz /readyz)\n  Kafka:   %s\n  wire:    %s (hermes-wire)\n  nodes:   %s (node %d)\n  data:    %s\n",
 		version, s.GRPCAddr(), scheme, s.HTTPAddr(), kafkaAddr, wireAddr, s.RaftAddr(), s.Broker().NodeID(), cfg.Broker.DataDir)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
