@@ -66,14 +66,15 @@ func (r *relay) serve(nc net.Conn) {
 	switch role[0] {
 	case 'S':
 		s := &relayConn{bw: bufio.NewWriterSize(nc, 64<<10)}
-		if _, err := nc.Write([]byte{'K'}); err != nil { // registered
-			return
-		}
 		r.mu.Lock()
 		subs := append(append([]*relayConn(nil), r.loadSubs()...), s)
 		r.subs.Store(&subs)
 		r.mu.Unlock()
-		io.Copy(io.Discard, nc) // until the subscriber goes
+		// 'K' only once registered: a publisher that starts when the
+		// subscriber has its answer must not send a frame past it.
+		if _, err := nc.Write([]byte{'K'}); err == nil {
+			io.Copy(io.Discard, nc) // until the subscriber goes
+		}
 		r.mu.Lock()
 		var rest []*relayConn
 		for _, o := range r.loadSubs() {
