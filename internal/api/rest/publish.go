@@ -268,9 +268,11 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request, _ url.Values) erro
 
 // publishPlan publishes the records, one broker request per partition
 // named (and one for the records whose partition the broker chooses), all
-// at once, and waits for every answer. It fails with the error of the
-// first failed request in order; as with any failed publish, records of
-// the other requests may still have been stored.
+// at once, and waits for every answer, even after one failed: an error is
+// answered only once no request of the body is still being stored. It
+// fails with the error of the first failed request in order; as with any
+// failed publish, records of the other requests may have been stored (a
+// retry with the same message ids is recognised).
 func (a *API) publishPlan(ctx context.Context, topic string, plan *publishPlan) (*publishResponse, error) {
 	reqs, idx := splitByPartition(topic, plan)
 	type answer struct {
@@ -284,6 +286,7 @@ func (a *API) publishPlan(ctx context.Context, topic string, plan *publishPlan) 
 		a.b.PublishAsync(ctx, req, func(res *broker.PublishResult, err error) { ch <- answer{res, err} })
 	}
 	resp := &publishResponse{Records: make([]recordAck, len(plan.records))}
+	var failed error
 	for i, ch := range answers {
 		var ans answer
 		select {
@@ -291,8 +294,11 @@ func (a *API) publishPlan(ctx context.Context, topic string, plan *publishPlan) 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if ans.err != nil {
-			return nil, ans.err
+		if failed == nil {
+			failed = ans.err
+		}
+		if failed != nil {
+			continue
 		}
 		resp.Mode = ans.res.Mode.String()
 		for j, ack := range ans.res.Acks {
@@ -301,6 +307,9 @@ func (a *API) publishPlan(ctx context.Context, topic string, plan *publishPlan) 
 				MessageID: formatID(reqs[i].Records[j].MessageID),
 			}
 		}
+	}
+	if failed != nil {
+		return nil, failed
 	}
 	return resp, nil
 }
