@@ -28,9 +28,17 @@ type groupManager struct {
 	// deleted meanwhile are dropped by the metadata group, which checks
 	// the topic's id, and not put back in the cache (cacheable).
 	persistMu sync.Mutex
-	mu        sync.Mutex
-	groups    map[string]*groupState
-	closed    bool
+	// seedMu makes one group claim at a time (seed).
+	seedMu sync.Mutex
+	mu     sync.Mutex
+	groups map[string]*groupState
+	// epochs are the coordinator epochs of the groups this node claimed
+	// (seed); every commit it writes carries its group's, so that one
+	// written after another node claimed the group is refused. Kept when
+	// a group without members or offsets is pruned; cleared when this
+	// node stops coordinating (abdicate, fenced). Guarded by mu.
+	epochs map[string]uint64
+	closed bool
 	// leaderless is when this node last saw no metadata leader (clusters);
 	// owned by run.
 	leaderless time.Time
@@ -61,7 +69,7 @@ type offsetState struct {
 }
 
 func newGroupManager(b *Broker) *groupManager {
-	return &groupManager{b: b, groups: make(map[string]*groupState)}
+	return &groupManager{b: b, groups: make(map[string]*groupState), epochs: make(map[string]uint64)}
 }
 
 // state returns the group, creating it. Lock: m.mu held.
@@ -81,36 +89,63 @@ func (m *groupManager) state(name string, timeout time.Duration) *groupState {
 	return gs
 }
 
-// seed makes sure a group this node starts to coordinate begins from the
-// offsets the metadata group holds: once this node leads it and has
-// applied everything committed before (Barrier), it copies them. Nothing
-// to do for a group already here.
+// seed makes sure this node coordinates a group before it serves it: it
+// claims the group through the metadata group (which also makes sure it
+// has applied every commit made before, wherever), then starts from the
+// offsets the metadata group holds. From the claim on, a commit the
+// group's previous coordinator still sends is refused. Nothing to do for
+// a group this node claimed already.
 func (m *groupManager) seed(name string) error {
 	m.mu.Lock()
-	_, ok := m.groups[name]
+	_, ok := m.epochs[name]
 	m.mu.Unlock()
 	if ok {
 		return nil
 	}
+	m.seedMu.Lock()
+	defer m.seedMu.Unlock()
+	m.mu.Lock()
+	_, ok = m.epochs[name]
+	m.mu.Unlock()
+	if ok {
+		return nil // claimed while this one waited
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := m.b.cl.Meta().Barrier(ctx); err != nil {
+	epoch, err := m.b.cl.Meta().ClaimGroup(ctx, name)
+	if err != nil {
 		if errors.Is(err, cluster.ErrNotLeader) {
 			return m.b.notCoordinator()
 		}
-		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("group %q: catch up with the metadata group: %v", name, err)}
+		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("group %q: claim it in the metadata group: %v", name, err)}
 	}
 	offs := m.b.cl.Meta().GroupOffsets(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.groups[name]; ok {
-		return nil
-	}
+	m.epochs[name] = epoch
 	gs := m.state(name, 0)
 	for p, off := range offs {
 		gs.offsets[topicPartition{p.Topic, p.ID}] = &offsetState{committed: off, persisted: off}
 	}
 	return nil
+}
+
+// drop forgets a group this node no longer coordinates (another node
+// claimed it): its members' subscriptions end with a retriable error
+// naming the coordinator, so they subscribe again there. Lock: m.mu held.
+func (m *groupManager) drop(name string) {
+	delete(m.epochs, name)
+	gs := m.groups[name]
+	if gs == nil {
+		return
+	}
+	for id, s := range gs.subs {
+		s.mu.Lock()
+		s.end(m.b.notCoordinator())
+		s.mu.Unlock()
+		m.b.log.Info("group member handed to the new coordinator", "group", name, "member", id)
+	}
+	delete(m.groups, name)
 }
 
 func (gs *groupState) offset(tp topicPartition) *offsetState {
@@ -347,21 +382,16 @@ func (m *groupManager) commitSent(s *localSub) {
 // commit stores offsets committed by member s (manual mode), after checking
 // s owns each partition. The offsets are durable when it returns nil.
 func (m *groupManager) commit(s *localSub, offsets []Offset) error {
-	m.mu.Lock()
-	for i := range offsets {
-		o := &offsets[i]
-		o.Group = s.gs.name
-		if owner, ok := s.gs.g.Owner(o.Topic, o.Partition); !ok || owner != s.memberID {
-			m.mu.Unlock()
-			return errorf(ErrNotAssigned, "partition %s/%d is not assigned to member %s", o.Topic, o.Partition, s.memberID)
-		}
-	}
-	m.mu.Unlock()
-	return m.store(s.gs.name, offsets)
+	return m.store(s.gs.name, offsets, s)
 }
 
-// store validates offsets against the partitions and persists them.
-func (m *groupManager) store(groupName string, offsets []Offset) error {
+// store validates offsets against the partitions and persists them. With
+// a member, they must be of partitions it owns; without, of partitions no
+// member owns. The check, the cache and the write happen with persistMu
+// held: a member assigned one of these partitions meanwhile starts from
+// the offset being written, and its own commits are written after it, so
+// the group's committed offsets never go back on a hand-over.
+func (m *groupManager) store(groupName string, offsets []Offset, member *localSub) error {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
 	for _, o := range offsets {
@@ -382,18 +412,46 @@ func (m *groupManager) store(groupName string, offsets []Offset) error {
 			return errorf(ErrOffsetOutOfRange, "commit offset %d of %s/%d is outside [0, %d]", o.Offset, o.Topic, o.Partition, hw)
 		}
 	}
-	if err := m.persist(offsets); err != nil {
-		return err
+	m.mu.Lock()
+	gs, epoch := m.groups[groupName], m.epochs[groupName]
+	if epoch == 0 || member != nil && (gs == nil || member.gs != gs) {
+		m.mu.Unlock()
+		return m.b.notCoordinator() // handed over since the member joined
+	}
+	for i := range offsets {
+		o := &offsets[i]
+		o.Group = groupName
+		if gs == nil {
+			continue
+		}
+		owner, owned := gs.g.Owner(o.Topic, o.Partition)
+		switch {
+		case member != nil && (!owned || owner != member.memberID):
+			m.mu.Unlock()
+			return errorf(ErrNotAssigned, "partition %s/%d is not assigned to member %s", o.Topic, o.Partition, member.memberID)
+		case member == nil && owned:
+			m.mu.Unlock()
+			return errorf(ErrGroupNotEmpty, "partition %s/%d is owned by live member %s", o.Topic, o.Partition, owner)
+		}
+	}
+	if gs == nil {
+		gs = m.state(groupName, 0)
+	}
+	for _, o := range offsets {
+		if m.cacheable(o.Topic) {
+			gs.offset(topicPartition{o.Topic, o.Partition}).committed = o.Offset
+		}
+	}
+	m.mu.Unlock()
+	if err := m.persist(groupName, epoch, offsets); err != nil {
+		return err // the cache has them: a flush writes them again
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	gs := m.state(groupName, 0)
 	for _, o := range offsets {
-		if !m.cacheable(o.Topic) {
-			continue
+		if os := gs.offsets[topicPartition{o.Topic, o.Partition}]; os != nil && m.cacheable(o.Topic) {
+			os.persisted = o.Offset
 		}
-		os := gs.offset(topicPartition{o.Topic, o.Partition})
-		os.committed, os.persisted = o.Offset, o.Offset
 	}
 	return nil
 }
@@ -418,31 +476,18 @@ func (b *Broker) commitOffsetsHere(groupName, memberID string, offsets []Offset)
 		return err
 	}
 	m := b.groups
-	m.mu.Lock()
-	gs := m.groups[groupName]
 	var member *localSub
 	if memberID != "" {
-		if gs == nil || gs.subs[memberID] == nil {
-			m.mu.Unlock()
+		m.mu.Lock()
+		if gs := m.groups[groupName]; gs != nil {
+			member = gs.subs[memberID]
+		}
+		m.mu.Unlock()
+		if member == nil {
 			return errorf(ErrUnknownMember, "group %q has no member %q", groupName, memberID)
 		}
-		member = gs.subs[memberID]
-	} else if gs != nil {
-		for _, o := range offsets {
-			if owner, ok := gs.g.Owner(o.Topic, o.Partition); ok {
-				m.mu.Unlock()
-				return errorf(ErrGroupNotEmpty, "partition %s/%d is owned by live member %s", o.Topic, o.Partition, owner)
-			}
-		}
 	}
-	m.mu.Unlock()
-	for i := range offsets {
-		offsets[i].Group = groupName
-	}
-	if member != nil {
-		return member.Commit(offsets)
-	}
-	return m.store(groupName, offsets)
+	return m.store(groupName, offsets, member)
 }
 
 // Commit commits offsets (next offset to consume) for partitions this
@@ -540,24 +585,26 @@ func (m *groupManager) expire(now time.Time) {
 func (m *groupManager) flush() {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
-	var dirty []Offset
+	dirty := make(map[string][]Offset)
+	epochs := make(map[string]uint64)
 	m.mu.Lock()
 	for _, gs := range m.groups {
 		for tp, os := range gs.offsets {
 			if os.committed >= 0 && os.committed != os.persisted {
-				dirty = append(dirty, Offset{Group: gs.name, Topic: tp.topic, Partition: tp.partition, Offset: os.committed})
+				dirty[gs.name] = append(dirty[gs.name], Offset{Group: gs.name, Topic: tp.topic, Partition: tp.partition, Offset: os.committed})
+				epochs[gs.name] = m.epochs[gs.name]
 			}
 		}
 	}
 	m.mu.Unlock()
-	if len(dirty) > 0 {
-		if err := m.persist(dirty); err != nil {
-			m.b.log.Error("cannot persist group offsets", "err", err)
-			return
+	for g, offs := range dirty {
+		if err := m.persist(g, epochs[g], offs); err != nil {
+			m.b.log.Error("cannot persist group offsets", "group", g, "err", err)
+			continue
 		}
 		m.mu.Lock()
-		for _, o := range dirty {
-			if gs := m.groups[o.Group]; gs != nil {
+		if gs := m.groups[g]; gs != nil {
+			for _, o := range offs {
 				if os := gs.offsets[topicPartition{o.Topic, o.Partition}]; os != nil {
 					os.persisted = o.Offset
 				}
@@ -568,31 +615,36 @@ func (m *groupManager) flush() {
 	m.updateLag()
 }
 
-// persist makes offsets durable through the metadata group (replicated
-// to every node). Lock: persistMu held.
-func (m *groupManager) persist(offsets []Offset) error {
-	byGroup := make(map[string]*cpb.CommitOffsets)
-	var order []string
+// persist makes a group's offsets durable through the metadata group
+// (replicated to every node), fenced by the group's coordinator epoch
+// here: once another node claimed the group, the group is dropped here
+// and the error names the coordinator. Lock: persistMu held.
+func (m *groupManager) persist(group string, epoch uint64, offsets []Offset) error {
+	if epoch == 0 {
+		return m.b.notCoordinator() // dropped or handed over meanwhile
+	}
+	c := &cpb.CommitOffsets{Group: group, CoordinatorEpoch: epoch}
 	for _, o := range offsets {
-		c := byGroup[o.Group]
-		if c == nil {
-			c = &cpb.CommitOffsets{Group: o.Group}
-			byGroup[o.Group] = c
-			order = append(order, o.Group)
-		}
 		id, ok := m.b.activeTopicID(o.Topic)
 		if !ok {
 			continue // deleted meanwhile: nothing to keep
 		}
 		c.Offsets = append(c.Offsets, &cpb.GroupOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, TopicId: id})
 	}
-	for _, g := range order {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := m.b.cl.Meta().Run(ctx, &cpb.Command{Kind: &cpb.Command_CommitOffsets{CommitOffsets: byGroup[g]}})
-		cancel()
-		if err != nil {
-			return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("replicate the offsets of group %q: %v", g, err)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := m.b.cl.Meta().Run(ctx, &cpb.Command{Kind: &cpb.Command_CommitOffsets{CommitOffsets: c}})
+	switch {
+	case errors.Is(err, cluster.ErrFenced):
+		m.mu.Lock()
+		if m.epochs[group] == epoch {
+			m.drop(group)
 		}
+		m.mu.Unlock()
+		m.b.log.Warn("group claimed by another coordinator: its offsets are no longer written here", "group", group, "err", err)
+		return m.b.notCoordinator()
+	case err != nil:
+		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("replicate the offsets of group %q: %v", group, err)}
 	}
 	return nil
 }
@@ -616,7 +668,7 @@ func (m *groupManager) abdicate(now time.Time) {
 		}
 	}
 	m.mu.Lock()
-	n := len(m.groups)
+	n := len(m.groups) + len(m.epochs)
 	m.mu.Unlock()
 	if n == 0 {
 		return
@@ -633,6 +685,7 @@ func (m *groupManager) abdicate(now time.Time) {
 		}
 	}
 	clear(m.groups)
+	clear(m.epochs)
 }
 
 // abdicateAfter is how long a coordinator keeps its groups while no node

@@ -20,6 +20,7 @@ var errorKinds = map[string]error{
 	"no_nodes":        ErrNoNodes,
 	"bad_command":     ErrBadCommand,
 	"node_in_use":     ErrNodeInUse,
+	"fenced":          ErrFenced,
 }
 
 func errorKind(err error) string {

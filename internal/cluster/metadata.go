@@ -25,6 +25,9 @@ var (
 	ErrBadCommand    = errors.New("cluster: malformed command")
 	// ErrNodeInUse: the node still holds partition replicas.
 	ErrNodeInUse = errors.New("cluster: the node holds partition replicas")
+	// ErrFenced: a group's offsets committed by a node that no longer
+	// coordinates it (another claimed the group since).
+	ErrFenced = errors.New("cluster: the group has another coordinator")
 	// ErrExists and ErrNotFound: a user or token that already exists, or
 	// does not.
 	ErrExists   = errors.New("cluster: already exists")
@@ -96,6 +99,9 @@ type Metadata struct {
 	// offsets are the consumer groups' committed offsets: group → partition
 	// → the next offset to consume.
 	offsets map[string]map[Partition]int64
+	// groupEpochs are the consumer groups' coordinator epochs (ClaimGroup):
+	// group → the index of the last claim applied.
+	groupEpochs map[string]uint64
 	// sec is the access-control state.
 	sec security
 	// txns is the Kafka transactions' state (txn.go).
@@ -106,7 +112,7 @@ type Metadata struct {
 
 // NewMetadata returns an empty state.
 func NewMetadata() *Metadata {
-	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*NodeInfo), offsets: make(map[string]map[Partition]int64), sec: newSecurity()}
+	return &Metadata{topics: make(map[string]*Topic), nodes: make(map[uint64]*NodeInfo), offsets: make(map[string]map[Partition]int64), groupEpochs: make(map[string]uint64), sec: newSecurity()}
 }
 
 // Partition names a partition of a topic.
@@ -132,6 +138,8 @@ type Change struct {
 	// Committed is the group whose offsets a CommitOffsets set, with the
 	// offsets it kept (those of existing partitions).
 	Committed *GroupOffsets
+	// GroupEpoch is the coordinator epoch a ClaimGroup gave its group.
+	GroupEpoch uint64
 	// Security: the access-control state changed (users, tokens, ACLs,
 	// quotas); RemovedACLs counts the ACLs a RemoveAcls removed.
 	Security    bool
@@ -194,6 +202,13 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		return m.putTransaction(index, k.PutTransaction)
 	case *pb.Command_CommitOffsets:
 		return m.commitOffsets(k.CommitOffsets)
+	case *pb.Command_ClaimGroup:
+		g := k.ClaimGroup.GetGroup()
+		if g == "" {
+			return Change{}, fmt.Errorf("%w: claim without a group", ErrBadCommand)
+		}
+		m.groupEpochs[g] = index
+		return Change{GroupEpoch: index}, nil
 	case *pb.Command_DeleteGroup:
 		g := k.DeleteGroup.GetGroup()
 		if _, ok := m.offsets[g]; !ok {
@@ -228,6 +243,9 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 func (m *Metadata) commitOffsets(c *pb.CommitOffsets) (Change, error) {
 	if c.GetGroup() == "" {
 		return Change{}, fmt.Errorf("%w: commit without a group", ErrBadCommand)
+	}
+	if e, now := c.GetCoordinatorEpoch(), m.groupEpochs[c.GetGroup()]; e != 0 && e != now {
+		return Change{}, fmt.Errorf("%w: group %q is coordinated in epoch %d, the commit was made in epoch %d", ErrFenced, c.GetGroup(), now, e)
 	}
 	kept := &GroupOffsets{Group: c.GetGroup(), Offsets: make(map[Partition]int64)}
 	for _, o := range c.GetOffsets() {
@@ -628,8 +646,15 @@ func (m *Metadata) Snapshot() *pb.Snapshot {
 	for _, t := range m.Topics() {
 		s.Topics = append(s.Topics, topicState(t))
 	}
-	for _, g := range m.Groups() {
-		c := &pb.CommitOffsets{Group: g}
+	groups := m.Groups()
+	for g := range m.groupEpochs {
+		if _, ok := m.offsets[g]; !ok {
+			groups = append(groups, g)
+		}
+	}
+	slices.Sort(groups)
+	for _, g := range groups {
+		c := &pb.CommitOffsets{Group: g, CoordinatorEpoch: m.groupEpochs[g]}
 		for p, off := range m.offsets[g] {
 			c.Offsets = append(c.Offsets, &pb.GroupOffset{Topic: p.Topic, Partition: p.ID, Offset: off})
 		}
@@ -679,7 +704,12 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 		for _, o := range c.GetOffsets() {
 			offs[Partition{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
 		}
-		m.offsets[c.GetGroup()] = offs
+		if e := c.GetCoordinatorEpoch(); e != 0 {
+			m.groupEpochs[c.GetGroup()] = e
+		}
+		if len(offs) > 0 {
+			m.offsets[c.GetGroup()] = offs
+		}
 	}
 	m.restoreSecurity(s)
 	m.restoreTxns(s)

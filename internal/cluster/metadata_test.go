@@ -126,6 +126,67 @@ func TestMetadataGroupOffsets(t *testing.T) {
 	}
 }
 
+// A group's commits are fenced by its coordinator epoch: once a node
+// claimed the group, a commit made in an earlier epoch (by the previous
+// coordinator, still sending) changes nothing; unfenced commits (epoch 0,
+// written before epochs existed) still apply; a snapshot keeps the epochs.
+func TestMetadataGroupClaimFencesCommits(t *testing.T) {
+	m := NewMetadata()
+	i := uint64(0)
+	apply := func(cmd *pb.Command) (Change, error) {
+		i++
+		return m.Apply(i, cmd)
+	}
+	claim := func(g string) uint64 {
+		t.Helper()
+		ch, err := apply(&pb.Command{Kind: &pb.Command_ClaimGroup{ClaimGroup: &pb.ClaimGroup{Group: g}}})
+		if err != nil || ch.GroupEpoch != i {
+			t.Fatalf("claim %q: epoch %d, %v; want %d", g, ch.GroupEpoch, err, i)
+		}
+		return ch.GroupEpoch
+	}
+	fenced := func(g string, off int64, epoch uint64) error {
+		c := commit(g, "orders", 0, off)
+		c.GetCommitOffsets().CoordinatorEpoch = epoch
+		_, err := apply(c)
+		return err
+	}
+	apply(register(1))
+	apply(create("orders", 1, 1))
+	if _, err := apply(&pb.Command{Kind: &pb.Command_ClaimGroup{ClaimGroup: &pb.ClaimGroup{}}}); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("claim without a group: %v", err)
+	}
+	old := claim("billing")
+	if err := fenced("billing", 6618, old); err != nil {
+		t.Fatal(err)
+	}
+	now := claim("billing") // another node takes the group over
+	if err := fenced("billing", 6607, old); !errors.Is(err, ErrFenced) {
+		t.Fatalf("commit of the previous coordinator: %v, want ErrFenced", err)
+	}
+	if off, _ := m.Committed("billing", Partition{"orders", 0}); off != 6618 {
+		t.Fatalf("committed %d after a fenced commit, want 6618", off)
+	}
+	if err := fenced("billing", 6620, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := fenced("billing", 6625, 0); err != nil {
+		t.Fatalf("unfenced commit: %v", err)
+	}
+	other := claim("audit") // a claimed group with no offsets yet
+	r := NewMetadata()
+	r.Restore(m.Applied, m.Snapshot())
+	if !proto.Equal(r.Snapshot(), m.Snapshot()) {
+		t.Fatal("restore from a snapshot differs")
+	}
+	if r.groupEpochs["billing"] != now || r.groupEpochs["audit"] != other {
+		t.Fatalf("restored epochs %v, want billing %d, audit %d", r.groupEpochs, now, other)
+	}
+	if g := r.Groups(); len(g) != 1 || g[0] != "billing" {
+		t.Fatalf("restored groups with offsets: %v", g)
+	}
+}
+
 func TestMetadataApplyOutOfOrderPanics(t *testing.T) {
 	m := NewMetadata()
 	m.Apply(5, register(1))
@@ -144,7 +205,9 @@ func TestMetadataDeterministicAndSnapshot(t *testing.T) {
 	a, b := NewMetadata(), NewMetadata()
 	for i := 1; i <= 300; i++ {
 		var cmd *pb.Command
-		switch rng.Intn(4) {
+		switch rng.Intn(5) {
+		case 4:
+			cmd = &pb.Command{Kind: &pb.Command_ClaimGroup{ClaimGroup: &pb.ClaimGroup{Group: fmt.Sprint("g", rng.Intn(5))}}}
 		case 3:
 			cmd = commit(fmt.Sprint("g", rng.Intn(3)), fmt.Sprint("t", rng.Intn(20)), int32(rng.Intn(4)), int64(rng.Intn(1000)))
 		case 0:

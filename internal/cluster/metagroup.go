@@ -409,6 +409,16 @@ func (g *MetaGroup) Barrier(ctx context.Context) error {
 	return err
 }
 
+// ClaimGroup makes this node, which must lead the metadata group
+// (ErrNotLeader), the coordinator of a consumer group, and returns the
+// group's new coordinator epoch once the claim is applied here: the
+// group's offsets read then hold every commit applied before, and a
+// commit made in an earlier epoch is refused (ErrFenced) from then on.
+func (g *MetaGroup) ClaimGroup(ctx context.Context, group string) (uint64, error) {
+	ch, err := g.Propose(ctx, &pb.Command{Kind: &pb.Command_ClaimGroup{ClaimGroup: &pb.ClaimGroup{Group: group}}})
+	return ch.GroupEpoch, err
+}
+
 // Close stops the group (which closes its log).
 func (g *MetaGroup) Close() error {
 	g.cfg.Host.Remove(MetaGroupName)

@@ -238,6 +238,33 @@ func TestMetaGroupRunForwardsToTheLeader(t *testing.T) {
 	if _, ok := follower.g.Topic("forwarded"); ok {
 		t.Fatal("Run returned before the follower applied the deletion")
 	}
+	// A group's commit made by a node that coordinated it before another
+	// claimed it is refused, and the refusal travels back as ErrFenced.
+	if _, err := follower.g.Run(ctx, create("orders", 1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := propose(t, nodes, &pb.Command{Kind: &pb.Command_ClaimGroup{ClaimGroup: &pb.ClaimGroup{Group: "billing"}}})
+	if err != nil || claimed.GroupEpoch == 0 {
+		t.Fatalf("claim: %+v, %v", claimed, err)
+	}
+	if _, err := follower.g.ClaimGroup(ctx, "billing"); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("claim on a follower: %v, want ErrNotLeader", err)
+	}
+	stale := commit("billing", "orders", 0, 7)
+	stale.GetCommitOffsets().CoordinatorEpoch = claimed.GroupEpoch
+	if _, err := follower.g.Run(ctx, stale); err != nil {
+		t.Fatalf("commit in the group's epoch: %v", err)
+	}
+	if _, err := propose(t, nodes, &pb.Command{Kind: &pb.Command_ClaimGroup{ClaimGroup: &pb.ClaimGroup{Group: "billing"}}}); err != nil {
+		t.Fatal(err)
+	}
+	stale.GetCommitOffsets().Offsets[0].Offset = 3
+	if _, err := follower.g.Run(ctx, stale); !errors.Is(err, ErrFenced) {
+		t.Fatalf("commit of the previous epoch: %v, want ErrFenced", err)
+	}
+	if off, _ := follower.g.Committed("billing", Partition{"orders", 0}); off != 7 {
+		t.Fatalf("committed %d after a fenced commit, want 7", off)
+	}
 }
 
 // With a snapshot every few entries, a node that was down while the

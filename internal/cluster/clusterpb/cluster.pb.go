@@ -51,6 +51,7 @@ type Command struct {
 	//	*Command_AlterTopic
 	//	*Command_DeleteRecords
 	//	*Command_PutTransaction
+	//	*Command_ClaimGroup
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -289,6 +290,15 @@ func (x *Command) GetPutTransaction() *PutTransaction {
 	return nil
 }
 
+func (x *Command) GetClaimGroup() *ClaimGroup {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ClaimGroup); ok {
+			return x.ClaimGroup
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -389,6 +399,11 @@ type Command_PutTransaction struct {
 	PutTransaction *PutTransaction `protobuf:"bytes,22,opt,name=put_transaction,json=putTransaction,proto3,oneof"`
 }
 
+type Command_ClaimGroup struct {
+	// A node starts to coordinate a consumer group (see ClaimGroup).
+	ClaimGroup *ClaimGroup `protobuf:"bytes,23,opt,name=claim_group,json=claimGroup,proto3,oneof"`
+}
+
 func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_DeleteTopic) isCommand_Kind() {}
@@ -431,6 +446,58 @@ func (*Command_DeleteRecords) isCommand_Kind() {}
 
 func (*Command_PutTransaction) isCommand_Kind() {}
 
+func (*Command_ClaimGroup) isCommand_Kind() {}
+
+// ClaimGroup makes the proposer the coordinator of a consumer group: the
+// group's coordinator epoch becomes the command's log index. A node
+// proposes it (as the metadata leader) before it serves the group, and
+// reads the group's offsets once it is applied: every commit applied
+// before is in them, and a commit proposed by the group's previous
+// coordinator (with the previous epoch) is refused from then on.
+type ClaimGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimGroup) Reset() {
+	*x = ClaimGroup{}
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimGroup) ProtoMessage() {}
+
+func (x *ClaimGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimGroup.ProtoReflect.Descriptor instead.
+func (*ClaimGroup) Descriptor() ([]byte, []int) {
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClaimGroup) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 // PutUser creates a user or replaces its credentials (create: only if it
 // does not exist; else only if it does).
 type PutUser struct {
@@ -444,7 +511,7 @@ type PutUser struct {
 
 func (x *PutUser) Reset() {
 	*x = PutUser{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +523,7 @@ func (x *PutUser) String() string {
 func (*PutUser) ProtoMessage() {}
 
 func (x *PutUser) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[1]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +536,7 @@ func (x *PutUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutUser.ProtoReflect.Descriptor instead.
 func (*PutUser) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{1}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PutUser) GetName() string {
@@ -508,7 +575,7 @@ type ScramCredential struct {
 
 func (x *ScramCredential) Reset() {
 	*x = ScramCredential{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +587,7 @@ func (x *ScramCredential) String() string {
 func (*ScramCredential) ProtoMessage() {}
 
 func (x *ScramCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[2]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +600,7 @@ func (x *ScramCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScramCredential.ProtoReflect.Descriptor instead.
 func (*ScramCredential) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{2}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ScramCredential) GetMechanism() string {
@@ -581,7 +648,7 @@ type DeleteUser struct {
 
 func (x *DeleteUser) Reset() {
 	*x = DeleteUser{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +660,7 @@ func (x *DeleteUser) String() string {
 func (*DeleteUser) ProtoMessage() {}
 
 func (x *DeleteUser) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[3]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +673,7 @@ func (x *DeleteUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUser.ProtoReflect.Descriptor instead.
 func (*DeleteUser) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{3}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeleteUser) GetName() string {
@@ -631,7 +698,7 @@ type PutToken struct {
 
 func (x *PutToken) Reset() {
 	*x = PutToken{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +710,7 @@ func (x *PutToken) String() string {
 func (*PutToken) ProtoMessage() {}
 
 func (x *PutToken) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[4]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +723,7 @@ func (x *PutToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutToken.ProtoReflect.Descriptor instead.
 func (*PutToken) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{4}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutToken) GetId() string {
@@ -710,7 +777,7 @@ type RevokeToken struct {
 
 func (x *RevokeToken) Reset() {
 	*x = RevokeToken{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +789,7 @@ func (x *RevokeToken) String() string {
 func (*RevokeToken) ProtoMessage() {}
 
 func (x *RevokeToken) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[5]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +802,7 @@ func (x *RevokeToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeToken.ProtoReflect.Descriptor instead.
 func (*RevokeToken) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{5}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RevokeToken) GetId() string {
@@ -761,7 +828,7 @@ type Acl struct {
 
 func (x *Acl) Reset() {
 	*x = Acl{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +840,7 @@ func (x *Acl) String() string {
 func (*Acl) ProtoMessage() {}
 
 func (x *Acl) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[6]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +853,7 @@ func (x *Acl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acl.ProtoReflect.Descriptor instead.
 func (*Acl) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{6}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Acl) GetPrincipal() string {
@@ -847,7 +914,7 @@ type AddAcls struct {
 
 func (x *AddAcls) Reset() {
 	*x = AddAcls{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +926,7 @@ func (x *AddAcls) String() string {
 func (*AddAcls) ProtoMessage() {}
 
 func (x *AddAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[7]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +939,7 @@ func (x *AddAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddAcls.ProtoReflect.Descriptor instead.
 func (*AddAcls) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{7}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AddAcls) GetAcls() []*Acl {
@@ -894,7 +961,7 @@ type RemoveAcls struct {
 
 func (x *RemoveAcls) Reset() {
 	*x = RemoveAcls{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +973,7 @@ func (x *RemoveAcls) String() string {
 func (*RemoveAcls) ProtoMessage() {}
 
 func (x *RemoveAcls) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[8]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +986,7 @@ func (x *RemoveAcls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveAcls.ProtoReflect.Descriptor instead.
 func (*RemoveAcls) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{8}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoveAcls) GetFilters() []*AclFilter {
@@ -940,7 +1007,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1019,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[9]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1032,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{9}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AclFilter) GetAcl() *Acl {
@@ -1003,7 +1070,7 @@ type SetQuota struct {
 
 func (x *SetQuota) Reset() {
 	*x = SetQuota{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1082,7 @@ func (x *SetQuota) String() string {
 func (*SetQuota) ProtoMessage() {}
 
 func (x *SetQuota) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[10]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1095,7 @@ func (x *SetQuota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuota.ProtoReflect.Descriptor instead.
 func (*SetQuota) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{10}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetQuota) GetPrincipal() string {
@@ -1070,7 +1137,7 @@ type Reassignment struct {
 
 func (x *Reassignment) Reset() {
 	*x = Reassignment{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1149,7 @@ func (x *Reassignment) String() string {
 func (*Reassignment) ProtoMessage() {}
 
 func (x *Reassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[11]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1162,7 @@ func (x *Reassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reassignment.ProtoReflect.Descriptor instead.
 func (*Reassignment) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{11}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Reassignment) GetTopic() string {
@@ -1131,7 +1198,7 @@ type ReassignPartitions struct {
 
 func (x *ReassignPartitions) Reset() {
 	*x = ReassignPartitions{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1210,7 @@ func (x *ReassignPartitions) String() string {
 func (*ReassignPartitions) ProtoMessage() {}
 
 func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[12]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1223,7 @@ func (x *ReassignPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReassignPartitions.ProtoReflect.Descriptor instead.
 func (*ReassignPartitions) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{12}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReassignPartitions) GetMoves() []*Reassignment {
@@ -1185,7 +1252,7 @@ type CompleteReassignment struct {
 
 func (x *CompleteReassignment) Reset() {
 	*x = CompleteReassignment{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1264,7 @@ func (x *CompleteReassignment) String() string {
 func (*CompleteReassignment) ProtoMessage() {}
 
 func (x *CompleteReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[13]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1277,7 @@ func (x *CompleteReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteReassignment.ProtoReflect.Descriptor instead.
 func (*CompleteReassignment) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{13}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompleteReassignment) GetTopic() string {
@@ -1243,7 +1310,7 @@ type DeregisterNode struct {
 
 func (x *DeregisterNode) Reset() {
 	*x = DeregisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1322,7 @@ func (x *DeregisterNode) String() string {
 func (*DeregisterNode) ProtoMessage() {}
 
 func (x *DeregisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[14]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1335,7 @@ func (x *DeregisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterNode.ProtoReflect.Descriptor instead.
 func (*DeregisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{14}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeregisterNode) GetId() uint64 {
@@ -1288,7 +1355,7 @@ type AddMember struct {
 
 func (x *AddMember) Reset() {
 	*x = AddMember{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1367,7 @@ func (x *AddMember) String() string {
 func (*AddMember) ProtoMessage() {}
 
 func (x *AddMember) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[15]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1380,7 @@ func (x *AddMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMember.ProtoReflect.Descriptor instead.
 func (*AddMember) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{15}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AddMember) GetId() uint64 {
@@ -1339,7 +1406,7 @@ type RemoveMember struct {
 
 func (x *RemoveMember) Reset() {
 	*x = RemoveMember{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1418,7 @@ func (x *RemoveMember) String() string {
 func (*RemoveMember) ProtoMessage() {}
 
 func (x *RemoveMember) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[16]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1431,7 @@ func (x *RemoveMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMember.ProtoReflect.Descriptor instead.
 func (*RemoveMember) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{16}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RemoveMember) GetId() uint64 {
@@ -1390,7 +1457,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[17]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1469,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[17]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1482,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{17}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TopicConfig) GetPartitions() int32 {
@@ -1484,7 +1551,7 @@ type CreateTopic struct {
 
 func (x *CreateTopic) Reset() {
 	*x = CreateTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[18]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1563,7 @@ func (x *CreateTopic) String() string {
 func (*CreateTopic) ProtoMessage() {}
 
 func (x *CreateTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[18]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1576,7 @@ func (x *CreateTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopic.ProtoReflect.Descriptor instead.
 func (*CreateTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{18}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTopic) GetName() string {
@@ -1542,7 +1609,7 @@ type DeleteTopic struct {
 
 func (x *DeleteTopic) Reset() {
 	*x = DeleteTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[19]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1621,7 @@ func (x *DeleteTopic) String() string {
 func (*DeleteTopic) ProtoMessage() {}
 
 func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[19]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1634,7 @@ func (x *DeleteTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopic.ProtoReflect.Descriptor instead.
 func (*DeleteTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{19}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteTopic) GetName() string {
@@ -1592,7 +1659,7 @@ type DeleteRecords struct {
 
 func (x *DeleteRecords) Reset() {
 	*x = DeleteRecords{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1671,7 @@ func (x *DeleteRecords) String() string {
 func (*DeleteRecords) ProtoMessage() {}
 
 func (x *DeleteRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[20]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1684,7 @@ func (x *DeleteRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecords.ProtoReflect.Descriptor instead.
 func (*DeleteRecords) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{20}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteRecords) GetName() string {
@@ -1663,7 +1730,7 @@ type AlterTopic struct {
 
 func (x *AlterTopic) Reset() {
 	*x = AlterTopic{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1742,7 @@ func (x *AlterTopic) String() string {
 func (*AlterTopic) ProtoMessage() {}
 
 func (x *AlterTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[21]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1755,7 @@ func (x *AlterTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopic.ProtoReflect.Descriptor instead.
 func (*AlterTopic) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{21}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AlterTopic) GetName() string {
@@ -1721,7 +1788,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1800,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[22]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1813,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{22}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -1771,7 +1838,7 @@ type PutTransaction struct {
 
 func (x *PutTransaction) Reset() {
 	*x = PutTransaction{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1850,7 @@ func (x *PutTransaction) String() string {
 func (*PutTransaction) ProtoMessage() {}
 
 func (x *PutTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[23]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1863,7 @@ func (x *PutTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTransaction.ProtoReflect.Descriptor instead.
 func (*PutTransaction) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{23}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PutTransaction) GetTxn() *Transaction {
@@ -1847,7 +1914,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1926,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[24]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1939,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{24}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Transaction) GetId() string {
@@ -1965,7 +2032,7 @@ type TxnPartition struct {
 
 func (x *TxnPartition) Reset() {
 	*x = TxnPartition{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2044,7 @@ func (x *TxnPartition) String() string {
 func (*TxnPartition) ProtoMessage() {}
 
 func (x *TxnPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[25]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2057,7 @@ func (x *TxnPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPartition.ProtoReflect.Descriptor instead.
 func (*TxnPartition) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{25}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TxnPartition) GetTopic() string {
@@ -2026,7 +2093,7 @@ type TxnOffset struct {
 
 func (x *TxnOffset) Reset() {
 	*x = TxnOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2105,7 @@ func (x *TxnOffset) String() string {
 func (*TxnOffset) ProtoMessage() {}
 
 func (x *TxnOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[26]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2118,7 @@ func (x *TxnOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffset.ProtoReflect.Descriptor instead.
 func (*TxnOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{26}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnOffset) GetGroup() string {
@@ -2097,7 +2164,7 @@ type AbortedTxn struct {
 
 func (x *AbortedTxn) Reset() {
 	*x = AbortedTxn{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2176,7 @@ func (x *AbortedTxn) String() string {
 func (*AbortedTxn) ProtoMessage() {}
 
 func (x *AbortedTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[27]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2189,7 @@ func (x *AbortedTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortedTxn.ProtoReflect.Descriptor instead.
 func (*AbortedTxn) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{27}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AbortedTxn) GetTopic() string {
@@ -2175,7 +2242,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2254,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[28]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2267,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{28}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RegisterNode) GetId() uint64 {
@@ -2241,16 +2308,21 @@ func (x *RegisterNode) GetKafkaAddr() string {
 // CommitOffsets records a consumer group's committed offsets (the next
 // offset to consume) on partitions of existing topics.
 type CommitOffsets struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Offsets       []*GroupOffset         `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets []*GroupOffset         `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// coordinator_epoch is the group's epoch (ClaimGroup) on the node that
+	// proposed the commit; a commit of another epoch is refused. 0: not
+	// fenced (commits written before epochs existed). In a snapshot, the
+	// group's epoch.
+	CoordinatorEpoch uint64 `protobuf:"varint,3,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CommitOffsets) Reset() {
 	*x = CommitOffsets{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2334,7 @@ func (x *CommitOffsets) String() string {
 func (*CommitOffsets) ProtoMessage() {}
 
 func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[29]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2347,7 @@ func (x *CommitOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsets.ProtoReflect.Descriptor instead.
 func (*CommitOffsets) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{29}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CommitOffsets) GetGroup() string {
@@ -2290,6 +2362,13 @@ func (x *CommitOffsets) GetOffsets() []*GroupOffset {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *CommitOffsets) GetCoordinatorEpoch() uint64 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
 }
 
 type GroupOffset struct {
@@ -2307,7 +2386,7 @@ type GroupOffset struct {
 
 func (x *GroupOffset) Reset() {
 	*x = GroupOffset{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[30]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2398,7 @@ func (x *GroupOffset) String() string {
 func (*GroupOffset) ProtoMessage() {}
 
 func (x *GroupOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[30]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2411,7 @@ func (x *GroupOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffset.ProtoReflect.Descriptor instead.
 func (*GroupOffset) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{30}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupOffset) GetTopic() string {
@@ -2371,7 +2450,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[31]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2462,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[31]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2475,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{31}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 // Snapshot is the whole metadata state, for a node that joins late.
@@ -2417,7 +2496,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[32]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2508,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[32]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2521,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{32}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Snapshot) GetNodes() []*RegisterNode {
@@ -2521,7 +2600,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[33]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2612,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[33]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2625,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{33}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TopicState) GetName() string {
@@ -2591,7 +2670,7 @@ type PartitionState struct {
 
 func (x *PartitionState) Reset() {
 	*x = PartitionState{}
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[34]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2682,7 @@ func (x *PartitionState) String() string {
 func (*PartitionState) ProtoMessage() {}
 
 func (x *PartitionState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[34]
+	mi := &file_internal_cluster_clusterpb_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2695,7 @@ func (x *PartitionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionState.ProtoReflect.Descriptor instead.
 func (*PartitionState) Descriptor() ([]byte, []int) {
-	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{34}
+	return file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PartitionState) GetReplicas() []uint64 {
@@ -2644,7 +2723,7 @@ var File_internal_cluster_clusterpb_cluster_proto protoreflect.FileDescriptor
 
 const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\n" +
-	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\x95\r\n" +
+	"(internal/cluster/clusterpb/cluster.proto\x12\x1ahermes.internal.cluster.v1\"\xe0\r\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12L\n" +
 	"\fcreate_topic\x18\x02 \x01(\v2'.hermes.internal.cluster.v1.CreateTopicH\x00R\vcreateTopic\x12L\n" +
@@ -2672,8 +2751,13 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\valter_topic\x18\x14 \x01(\v2&.hermes.internal.cluster.v1.AlterTopicH\x00R\n" +
 	"alterTopic\x12R\n" +
 	"\x0edelete_records\x18\x15 \x01(\v2).hermes.internal.cluster.v1.DeleteRecordsH\x00R\rdeleteRecords\x12U\n" +
-	"\x0fput_transaction\x18\x16 \x01(\v2*.hermes.internal.cluster.v1.PutTransactionH\x00R\x0eputTransactionB\x06\n" +
-	"\x04kind\"\x84\x01\n" +
+	"\x0fput_transaction\x18\x16 \x01(\v2*.hermes.internal.cluster.v1.PutTransactionH\x00R\x0eputTransaction\x12I\n" +
+	"\vclaim_group\x18\x17 \x01(\v2&.hermes.internal.cluster.v1.ClaimGroupH\x00R\n" +
+	"claimGroupB\x06\n" +
+	"\x04kind\"\"\n" +
+	"\n" +
+	"ClaimGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x84\x01\n" +
 	"\aPutUser\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12M\n" +
 	"\vcredentials\x18\x02 \x03(\v2+.hermes.internal.cluster.v1.ScramCredentialR\vcredentials\x12\x16\n" +
@@ -2814,10 +2898,11 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x1d\n" +
 	"\n" +
-	"kafka_addr\x18\x05 \x01(\tR\tkafkaAddr\"h\n" +
+	"kafka_addr\x18\x05 \x01(\tR\tkafkaAddr\"\x95\x01\n" +
 	"\rCommitOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
-	"\aoffsets\x18\x02 \x03(\v2'.hermes.internal.cluster.v1.GroupOffsetR\aoffsets\"t\n" +
+	"\aoffsets\x18\x02 \x03(\v2'.hermes.internal.cluster.v1.GroupOffsetR\aoffsets\x12+\n" +
+	"\x11coordinator_epoch\x18\x03 \x01(\x04R\x10coordinatorEpoch\"t\n" +
 	"\vGroupOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2859,94 +2944,96 @@ func file_internal_cluster_clusterpb_cluster_proto_rawDescGZIP() []byte {
 	return file_internal_cluster_clusterpb_cluster_proto_rawDescData
 }
 
-var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_internal_cluster_clusterpb_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_internal_cluster_clusterpb_cluster_proto_goTypes = []any{
 	(*Command)(nil),              // 0: hermes.internal.cluster.v1.Command
-	(*PutUser)(nil),              // 1: hermes.internal.cluster.v1.PutUser
-	(*ScramCredential)(nil),      // 2: hermes.internal.cluster.v1.ScramCredential
-	(*DeleteUser)(nil),           // 3: hermes.internal.cluster.v1.DeleteUser
-	(*PutToken)(nil),             // 4: hermes.internal.cluster.v1.PutToken
-	(*RevokeToken)(nil),          // 5: hermes.internal.cluster.v1.RevokeToken
-	(*Acl)(nil),                  // 6: hermes.internal.cluster.v1.Acl
-	(*AddAcls)(nil),              // 7: hermes.internal.cluster.v1.AddAcls
-	(*RemoveAcls)(nil),           // 8: hermes.internal.cluster.v1.RemoveAcls
-	(*AclFilter)(nil),            // 9: hermes.internal.cluster.v1.AclFilter
-	(*SetQuota)(nil),             // 10: hermes.internal.cluster.v1.SetQuota
-	(*Reassignment)(nil),         // 11: hermes.internal.cluster.v1.Reassignment
-	(*ReassignPartitions)(nil),   // 12: hermes.internal.cluster.v1.ReassignPartitions
-	(*CompleteReassignment)(nil), // 13: hermes.internal.cluster.v1.CompleteReassignment
-	(*DeregisterNode)(nil),       // 14: hermes.internal.cluster.v1.DeregisterNode
-	(*AddMember)(nil),            // 15: hermes.internal.cluster.v1.AddMember
-	(*RemoveMember)(nil),         // 16: hermes.internal.cluster.v1.RemoveMember
-	(*TopicConfig)(nil),          // 17: hermes.internal.cluster.v1.TopicConfig
-	(*CreateTopic)(nil),          // 18: hermes.internal.cluster.v1.CreateTopic
-	(*DeleteTopic)(nil),          // 19: hermes.internal.cluster.v1.DeleteTopic
-	(*DeleteRecords)(nil),        // 20: hermes.internal.cluster.v1.DeleteRecords
-	(*AlterTopic)(nil),           // 21: hermes.internal.cluster.v1.AlterTopic
-	(*DeleteGroup)(nil),          // 22: hermes.internal.cluster.v1.DeleteGroup
-	(*PutTransaction)(nil),       // 23: hermes.internal.cluster.v1.PutTransaction
-	(*Transaction)(nil),          // 24: hermes.internal.cluster.v1.Transaction
-	(*TxnPartition)(nil),         // 25: hermes.internal.cluster.v1.TxnPartition
-	(*TxnOffset)(nil),            // 26: hermes.internal.cluster.v1.TxnOffset
-	(*AbortedTxn)(nil),           // 27: hermes.internal.cluster.v1.AbortedTxn
-	(*RegisterNode)(nil),         // 28: hermes.internal.cluster.v1.RegisterNode
-	(*CommitOffsets)(nil),        // 29: hermes.internal.cluster.v1.CommitOffsets
-	(*GroupOffset)(nil),          // 30: hermes.internal.cluster.v1.GroupOffset
-	(*Barrier)(nil),              // 31: hermes.internal.cluster.v1.Barrier
-	(*Snapshot)(nil),             // 32: hermes.internal.cluster.v1.Snapshot
-	(*TopicState)(nil),           // 33: hermes.internal.cluster.v1.TopicState
-	(*PartitionState)(nil),       // 34: hermes.internal.cluster.v1.PartitionState
+	(*ClaimGroup)(nil),           // 1: hermes.internal.cluster.v1.ClaimGroup
+	(*PutUser)(nil),              // 2: hermes.internal.cluster.v1.PutUser
+	(*ScramCredential)(nil),      // 3: hermes.internal.cluster.v1.ScramCredential
+	(*DeleteUser)(nil),           // 4: hermes.internal.cluster.v1.DeleteUser
+	(*PutToken)(nil),             // 5: hermes.internal.cluster.v1.PutToken
+	(*RevokeToken)(nil),          // 6: hermes.internal.cluster.v1.RevokeToken
+	(*Acl)(nil),                  // 7: hermes.internal.cluster.v1.Acl
+	(*AddAcls)(nil),              // 8: hermes.internal.cluster.v1.AddAcls
+	(*RemoveAcls)(nil),           // 9: hermes.internal.cluster.v1.RemoveAcls
+	(*AclFilter)(nil),            // 10: hermes.internal.cluster.v1.AclFilter
+	(*SetQuota)(nil),             // 11: hermes.internal.cluster.v1.SetQuota
+	(*Reassignment)(nil),         // 12: hermes.internal.cluster.v1.Reassignment
+	(*ReassignPartitions)(nil),   // 13: hermes.internal.cluster.v1.ReassignPartitions
+	(*CompleteReassignment)(nil), // 14: hermes.internal.cluster.v1.CompleteReassignment
+	(*DeregisterNode)(nil),       // 15: hermes.internal.cluster.v1.DeregisterNode
+	(*AddMember)(nil),            // 16: hermes.internal.cluster.v1.AddMember
+	(*RemoveMember)(nil),         // 17: hermes.internal.cluster.v1.RemoveMember
+	(*TopicConfig)(nil),          // 18: hermes.internal.cluster.v1.TopicConfig
+	(*CreateTopic)(nil),          // 19: hermes.internal.cluster.v1.CreateTopic
+	(*DeleteTopic)(nil),          // 20: hermes.internal.cluster.v1.DeleteTopic
+	(*DeleteRecords)(nil),        // 21: hermes.internal.cluster.v1.DeleteRecords
+	(*AlterTopic)(nil),           // 22: hermes.internal.cluster.v1.AlterTopic
+	(*DeleteGroup)(nil),          // 23: hermes.internal.cluster.v1.DeleteGroup
+	(*PutTransaction)(nil),       // 24: hermes.internal.cluster.v1.PutTransaction
+	(*Transaction)(nil),          // 25: hermes.internal.cluster.v1.Transaction
+	(*TxnPartition)(nil),         // 26: hermes.internal.cluster.v1.TxnPartition
+	(*TxnOffset)(nil),            // 27: hermes.internal.cluster.v1.TxnOffset
+	(*AbortedTxn)(nil),           // 28: hermes.internal.cluster.v1.AbortedTxn
+	(*RegisterNode)(nil),         // 29: hermes.internal.cluster.v1.RegisterNode
+	(*CommitOffsets)(nil),        // 30: hermes.internal.cluster.v1.CommitOffsets
+	(*GroupOffset)(nil),          // 31: hermes.internal.cluster.v1.GroupOffset
+	(*Barrier)(nil),              // 32: hermes.internal.cluster.v1.Barrier
+	(*Snapshot)(nil),             // 33: hermes.internal.cluster.v1.Snapshot
+	(*TopicState)(nil),           // 34: hermes.internal.cluster.v1.TopicState
+	(*PartitionState)(nil),       // 35: hermes.internal.cluster.v1.PartitionState
 }
 var file_internal_cluster_clusterpb_cluster_proto_depIdxs = []int32{
-	18, // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
-	19, // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
-	28, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
-	29, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	31, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
-	14, // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
-	15, // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
-	16, // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
-	12, // 8: hermes.internal.cluster.v1.Command.reassign_partitions:type_name -> hermes.internal.cluster.v1.ReassignPartitions
-	13, // 9: hermes.internal.cluster.v1.Command.complete_reassignment:type_name -> hermes.internal.cluster.v1.CompleteReassignment
-	1,  // 10: hermes.internal.cluster.v1.Command.put_user:type_name -> hermes.internal.cluster.v1.PutUser
-	3,  // 11: hermes.internal.cluster.v1.Command.delete_user:type_name -> hermes.internal.cluster.v1.DeleteUser
-	4,  // 12: hermes.internal.cluster.v1.Command.put_token:type_name -> hermes.internal.cluster.v1.PutToken
-	5,  // 13: hermes.internal.cluster.v1.Command.revoke_token:type_name -> hermes.internal.cluster.v1.RevokeToken
-	7,  // 14: hermes.internal.cluster.v1.Command.add_acls:type_name -> hermes.internal.cluster.v1.AddAcls
-	8,  // 15: hermes.internal.cluster.v1.Command.remove_acls:type_name -> hermes.internal.cluster.v1.RemoveAcls
-	10, // 16: hermes.internal.cluster.v1.Command.set_quota:type_name -> hermes.internal.cluster.v1.SetQuota
-	22, // 17: hermes.internal.cluster.v1.Command.delete_group:type_name -> hermes.internal.cluster.v1.DeleteGroup
-	21, // 18: hermes.internal.cluster.v1.Command.alter_topic:type_name -> hermes.internal.cluster.v1.AlterTopic
-	20, // 19: hermes.internal.cluster.v1.Command.delete_records:type_name -> hermes.internal.cluster.v1.DeleteRecords
-	23, // 20: hermes.internal.cluster.v1.Command.put_transaction:type_name -> hermes.internal.cluster.v1.PutTransaction
-	2,  // 21: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
-	6,  // 22: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
-	9,  // 23: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
-	6,  // 24: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
-	11, // 25: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
-	17, // 26: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	17, // 27: hermes.internal.cluster.v1.AlterTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	24, // 28: hermes.internal.cluster.v1.PutTransaction.txn:type_name -> hermes.internal.cluster.v1.Transaction
-	27, // 29: hermes.internal.cluster.v1.PutTransaction.aborted:type_name -> hermes.internal.cluster.v1.AbortedTxn
-	25, // 30: hermes.internal.cluster.v1.Transaction.partitions:type_name -> hermes.internal.cluster.v1.TxnPartition
-	26, // 31: hermes.internal.cluster.v1.Transaction.offsets:type_name -> hermes.internal.cluster.v1.TxnOffset
-	30, // 32: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
-	28, // 33: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
-	33, // 34: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
-	29, // 35: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
-	1,  // 36: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
-	4,  // 37: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
-	6,  // 38: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
-	10, // 39: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
-	24, // 40: hermes.internal.cluster.v1.Snapshot.transactions:type_name -> hermes.internal.cluster.v1.Transaction
-	27, // 41: hermes.internal.cluster.v1.Snapshot.aborted:type_name -> hermes.internal.cluster.v1.AbortedTxn
-	17, // 42: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
-	34, // 43: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	19, // 0: hermes.internal.cluster.v1.Command.create_topic:type_name -> hermes.internal.cluster.v1.CreateTopic
+	20, // 1: hermes.internal.cluster.v1.Command.delete_topic:type_name -> hermes.internal.cluster.v1.DeleteTopic
+	29, // 2: hermes.internal.cluster.v1.Command.register_node:type_name -> hermes.internal.cluster.v1.RegisterNode
+	30, // 3: hermes.internal.cluster.v1.Command.commit_offsets:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	32, // 4: hermes.internal.cluster.v1.Command.barrier:type_name -> hermes.internal.cluster.v1.Barrier
+	15, // 5: hermes.internal.cluster.v1.Command.deregister_node:type_name -> hermes.internal.cluster.v1.DeregisterNode
+	16, // 6: hermes.internal.cluster.v1.Command.add_member:type_name -> hermes.internal.cluster.v1.AddMember
+	17, // 7: hermes.internal.cluster.v1.Command.remove_member:type_name -> hermes.internal.cluster.v1.RemoveMember
+	13, // 8: hermes.internal.cluster.v1.Command.reassign_partitions:type_name -> hermes.internal.cluster.v1.ReassignPartitions
+	14, // 9: hermes.internal.cluster.v1.Command.complete_reassignment:type_name -> hermes.internal.cluster.v1.CompleteReassignment
+	2,  // 10: hermes.internal.cluster.v1.Command.put_user:type_name -> hermes.internal.cluster.v1.PutUser
+	4,  // 11: hermes.internal.cluster.v1.Command.delete_user:type_name -> hermes.internal.cluster.v1.DeleteUser
+	5,  // 12: hermes.internal.cluster.v1.Command.put_token:type_name -> hermes.internal.cluster.v1.PutToken
+	6,  // 13: hermes.internal.cluster.v1.Command.revoke_token:type_name -> hermes.internal.cluster.v1.RevokeToken
+	8,  // 14: hermes.internal.cluster.v1.Command.add_acls:type_name -> hermes.internal.cluster.v1.AddAcls
+	9,  // 15: hermes.internal.cluster.v1.Command.remove_acls:type_name -> hermes.internal.cluster.v1.RemoveAcls
+	11, // 16: hermes.internal.cluster.v1.Command.set_quota:type_name -> hermes.internal.cluster.v1.SetQuota
+	23, // 17: hermes.internal.cluster.v1.Command.delete_group:type_name -> hermes.internal.cluster.v1.DeleteGroup
+	22, // 18: hermes.internal.cluster.v1.Command.alter_topic:type_name -> hermes.internal.cluster.v1.AlterTopic
+	21, // 19: hermes.internal.cluster.v1.Command.delete_records:type_name -> hermes.internal.cluster.v1.DeleteRecords
+	24, // 20: hermes.internal.cluster.v1.Command.put_transaction:type_name -> hermes.internal.cluster.v1.PutTransaction
+	1,  // 21: hermes.internal.cluster.v1.Command.claim_group:type_name -> hermes.internal.cluster.v1.ClaimGroup
+	3,  // 22: hermes.internal.cluster.v1.PutUser.credentials:type_name -> hermes.internal.cluster.v1.ScramCredential
+	7,  // 23: hermes.internal.cluster.v1.AddAcls.acls:type_name -> hermes.internal.cluster.v1.Acl
+	10, // 24: hermes.internal.cluster.v1.RemoveAcls.filters:type_name -> hermes.internal.cluster.v1.AclFilter
+	7,  // 25: hermes.internal.cluster.v1.AclFilter.acl:type_name -> hermes.internal.cluster.v1.Acl
+	12, // 26: hermes.internal.cluster.v1.ReassignPartitions.moves:type_name -> hermes.internal.cluster.v1.Reassignment
+	18, // 27: hermes.internal.cluster.v1.CreateTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	18, // 28: hermes.internal.cluster.v1.AlterTopic.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	25, // 29: hermes.internal.cluster.v1.PutTransaction.txn:type_name -> hermes.internal.cluster.v1.Transaction
+	28, // 30: hermes.internal.cluster.v1.PutTransaction.aborted:type_name -> hermes.internal.cluster.v1.AbortedTxn
+	26, // 31: hermes.internal.cluster.v1.Transaction.partitions:type_name -> hermes.internal.cluster.v1.TxnPartition
+	27, // 32: hermes.internal.cluster.v1.Transaction.offsets:type_name -> hermes.internal.cluster.v1.TxnOffset
+	31, // 33: hermes.internal.cluster.v1.CommitOffsets.offsets:type_name -> hermes.internal.cluster.v1.GroupOffset
+	29, // 34: hermes.internal.cluster.v1.Snapshot.nodes:type_name -> hermes.internal.cluster.v1.RegisterNode
+	34, // 35: hermes.internal.cluster.v1.Snapshot.topics:type_name -> hermes.internal.cluster.v1.TopicState
+	30, // 36: hermes.internal.cluster.v1.Snapshot.groups:type_name -> hermes.internal.cluster.v1.CommitOffsets
+	2,  // 37: hermes.internal.cluster.v1.Snapshot.users:type_name -> hermes.internal.cluster.v1.PutUser
+	5,  // 38: hermes.internal.cluster.v1.Snapshot.tokens:type_name -> hermes.internal.cluster.v1.PutToken
+	7,  // 39: hermes.internal.cluster.v1.Snapshot.acls:type_name -> hermes.internal.cluster.v1.Acl
+	11, // 40: hermes.internal.cluster.v1.Snapshot.quotas:type_name -> hermes.internal.cluster.v1.SetQuota
+	25, // 41: hermes.internal.cluster.v1.Snapshot.transactions:type_name -> hermes.internal.cluster.v1.Transaction
+	28, // 42: hermes.internal.cluster.v1.Snapshot.aborted:type_name -> hermes.internal.cluster.v1.AbortedTxn
+	18, // 43: hermes.internal.cluster.v1.TopicState.config:type_name -> hermes.internal.cluster.v1.TopicConfig
+	35, // 44: hermes.internal.cluster.v1.TopicState.partitions:type_name -> hermes.internal.cluster.v1.PartitionState
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_internal_cluster_clusterpb_cluster_proto_init() }
@@ -2976,6 +3063,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 		(*Command_AlterTopic)(nil),
 		(*Command_DeleteRecords)(nil),
 		(*Command_PutTransaction)(nil),
+		(*Command_ClaimGroup)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2983,7 +3071,7 @@ func file_internal_cluster_clusterpb_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_cluster_clusterpb_cluster_proto_rawDesc), len(file_internal_cluster_clusterpb_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
