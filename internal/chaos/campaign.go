@@ -76,10 +76,15 @@ func (c *Config) defaults() {
 
 type campaign struct {
 	cfg   Config
+	bin   string // the hermes executable, absolute
 	h     *history
 	net   *network
 	nodes []*node
-	rng   *rand.Rand
+	// spares are the nodes membership added (and removed, mostly).
+	spares []*node
+	rng    *rand.Rand
+	// clock undoes a clock jump in progress (clock.go); nil when none.
+	clock *clockJump
 
 	recoverTimeout time.Duration
 	recoveries     []time.Duration
@@ -125,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &campaign{cfg: cfg, h: newHistory(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6865726d6573)),
+	c := &campaign{cfg: cfg, bin: bin, h: newHistory(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x6865726d6573)),
 		recoverTimeout: 60 * time.Second}
 	pid := os.Getpid()
 	c.net, err = newNetwork(fmt.Sprintf("%04x", pid&0xffff), 1+pid%250, cfg.Nodes)
@@ -146,10 +151,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	defer func() {
-		for _, n := range c.nodes {
+		for _, n := range append(c.nodes, c.spares...) {
 			n.kill()
 		}
 	}()
+	defer c.restoreClock()
 	cfg.Logf("starting %d nodes on %s.0/24 (logs and data in %s)", cfg.Nodes, c.net.subnet, cfg.Dir)
 	for _, n := range c.nodes {
 		if err := n.start(); err != nil {
@@ -226,7 +232,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	final, _ := c.finalCommitted(ctx)
 
 	cfg.Logf("stopping the nodes (SIGTERM) and reading every replica's files")
-	for _, n := range c.nodes {
+	for _, n := range append(c.nodes, c.spares...) {
 		took, code, err := n.stop(20 * time.Second)
 		if err != nil || code != 0 {
 			c.anomaly("unclean-stop", fmt.Sprintf("node %d: exit %d after %v (%v)", n.id, code, took, err))

@@ -160,6 +160,18 @@ var allNemeses = []nemesis{
 			c.expectRecovered(ctx, n, "after its disk had space again")
 			return desc, err
 		}},
+	{"slow-disk", "throttle a node's writes to its disk to a few hundred KiB/s and dozens of IOPS for the hold",
+		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
+			return c.slowDisk(ctx, hold)
+		}},
+	{"clock-jump", "move the machine's wall clock forward or back by up to 5 minutes for the hold",
+		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
+			return c.jumpClock(ctx, hold)
+		}},
+	{"membership", "add a node under load, rebalance replicas onto it, drain it and remove it",
+		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
+			return c.membership(ctx, hold)
+		}},
 	{"corrupt-replica", "stop a follower, flip a byte in its log of a partition, start it",
 		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
 			return c.damageFollower(ctx, hold, false)

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -18,8 +19,9 @@ type network struct {
 	subnet string // "10.201.X"
 	nodes  int
 
-	mu  sync.Mutex
-	cut map[[2]int]bool // directed: [from, to] cut
+	mu    sync.Mutex
+	cut   map[[2]int]bool // directed: [from, to] cut
+	extra []int           // namespaces added after the start (addNode)
 }
 
 // newNetwork creates the bridge and one namespace per node. On error what
@@ -32,15 +34,7 @@ func newNetwork(tag string, octet, nodes int) (*network, error) {
 		{"link", "set", n.bridge(), "up"},
 	}
 	for i := 1; i <= nodes; i++ {
-		ns := n.ns(i)
-		steps = append(steps,
-			[]string{"netns", "add", ns},
-			[]string{"link", "add", n.veth(i), "type", "veth", "peer", "name", "eth0", "netns", ns},
-			[]string{"link", "set", n.veth(i), "master", n.bridge(), "up"},
-			[]string{"-n", ns, "addr", "add", n.IP(i) + "/24", "dev", "eth0"},
-			[]string{"-n", ns, "link", "set", "eth0", "up"},
-			[]string{"-n", ns, "link", "set", "lo", "up"},
-		)
+		steps = append(steps, n.nodeSteps(i)...)
 	}
 	for _, s := range steps {
 		if err := ip(s...); err != nil {
@@ -49,6 +43,47 @@ func newNetwork(tag string, octet, nodes int) (*network, error) {
 		}
 	}
 	return n, nil
+}
+
+// nodeSteps are the commands that give node i its namespace on the bridge.
+func (n *network) nodeSteps(i int) [][]string {
+	ns := n.ns(i)
+	return [][]string{
+		{"netns", "add", ns},
+		{"link", "add", n.veth(i), "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"link", "set", n.veth(i), "master", n.bridge(), "up"},
+		{"-n", ns, "addr", "add", n.IP(i) + "/24", "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+	}
+}
+
+// addNode gives node i (a node that joins later) its namespace.
+func (n *network) addNode(i int) error {
+	n.mu.Lock()
+	n.extra = append(n.extra, i)
+	n.mu.Unlock()
+	for _, s := range n.nodeSteps(i) {
+		if err := ip(s...); err != nil {
+			n.removeNode(i)
+			return err
+		}
+	}
+	return nil
+}
+
+// removeNode deletes node i's namespace (its veth goes with it) and the
+// cuts to it.
+func (n *network) removeNode(i int) {
+	n.mu.Lock()
+	for k := range n.cut {
+		if k[0] == i || k[1] == i {
+			delete(n.cut, k)
+		}
+	}
+	n.extra = slices.DeleteFunc(n.extra, func(x int) bool { return x == i })
+	n.mu.Unlock()
+	_ = ip("netns", "del", n.ns(i))
 }
 
 func (n *network) bridge() string    { return "hc" + n.tag + "br" }
@@ -64,6 +99,12 @@ func (n *network) IP(i int) string { return fmt.Sprintf("%s.%d", n.subnet, 10+i)
 // bridge; errors are ignored, what does not exist is fine.
 func (n *network) remove() {
 	for i := 1; i <= n.nodes; i++ {
+		_ = ip("netns", "del", n.ns(i))
+	}
+	n.mu.Lock()
+	extra := slices.Clone(n.extra)
+	n.mu.Unlock()
+	for _, i := range extra {
 		_ = ip("netns", "del", n.ns(i))
 	}
 	_ = ip("link", "del", n.bridge())

@@ -47,6 +47,7 @@ func (n *node) dataDir() string { return filepath.Join(n.dir, "data") }
 
 func (n *node) grpcAddr() string { return fmt.Sprintf("%s:%d", n.ip, grpcPort) }
 func (n *node) httpURL() string  { return fmt.Sprintf("http://%s:%d", n.ip, httpPort) }
+func (n *node) raftAddr() string { return fmt.Sprintf("%s:%d", n.ip, raftPort) }
 
 // start launches the process; it does not wait for it to be ready.
 func (n *node) start() error {
@@ -91,6 +92,21 @@ func (n *node) start() error {
 		close(done)
 	}()
 	return nil
+}
+
+// pid is the running process's id, 0 when it is not running.
+func (n *node) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	select {
+	case <-n.done:
+		return 0
+	default:
+		return n.cmd.Process.Pid
+	}
 }
 
 // running reports whether the process is alive (paused counts).
@@ -237,29 +253,40 @@ func (n *node) waitReady(ctx context.Context) error {
 
 // newNodes lays out n nodes of a cluster on the network.
 func newNodes(net *network, count int, bin, dir string, extra []string) []*node {
+	nodes := make([]*node, count)
+	for i := 1; i <= count; i++ {
+		nodes[i-1] = newNode(net, i, count, bin, dir, extra)
+	}
+	return nodes
+}
+
+// newNode lays out node id of a cluster of nodes 1..count. A node with an
+// id above count joins the cluster (--join) and names itself among the
+// peers.
+func newNode(net *network, id, count int, bin, dir string, extra []string) *node {
 	var peers []string
 	for i := 1; i <= count; i++ {
 		peers = append(peers, fmt.Sprintf("%d=%s:%d", i, net.IP(i), raftPort))
 	}
-	nodes := make([]*node, count)
-	for i := 1; i <= count; i++ {
-		data := filepath.Join(dir, fmt.Sprintf("n%d", i))
-		n := &node{id: i, ns: net.ns(i), ip: net.IP(i), dir: data, bin: bin,
-			logPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i))}
-		n.args = append([]string{
-			"--node-id", fmt.Sprint(i),
-			"--data-dir", filepath.Join(data, "data"),
-			"--peers", strings.Join(peers, ","),
-			"--raft-addr", fmt.Sprintf("%s:%d", n.ip, raftPort),
-			"--grpc-addr", n.grpcAddr(),
-			"--http-addr", fmt.Sprintf("%s:%d", n.ip, httpPort),
-			"--kafka-addr", "",
-			"--wire-addr", "",
-			// A test network of its own, reached only from this host.
-			"--allow-insecure",
-			"--shutdown-timeout", "10s",
-		}, extra...)
-		nodes[i-1] = n
+	if id > count {
+		peers = append(peers, fmt.Sprintf("%d=%s:%d", id, net.IP(id), raftPort))
+		extra = append([]string{"--join"}, extra...)
 	}
-	return nodes
+	data := filepath.Join(dir, fmt.Sprintf("n%d", id))
+	n := &node{id: id, ns: net.ns(id), ip: net.IP(id), dir: data, bin: bin,
+		logPath: filepath.Join(dir, fmt.Sprintf("n%d.log", id))}
+	n.args = append([]string{
+		"--node-id", fmt.Sprint(id),
+		"--data-dir", filepath.Join(data, "data"),
+		"--peers", strings.Join(peers, ","),
+		"--raft-addr", n.raftAddr(),
+		"--grpc-addr", n.grpcAddr(),
+		"--http-addr", fmt.Sprintf("%s:%d", n.ip, httpPort),
+		"--kafka-addr", "",
+		"--wire-addr", "",
+		// A test network of its own, reached only from this host.
+		"--allow-insecure",
+		"--shutdown-timeout", "10s",
+	}, extra...)
+	return n
 }
