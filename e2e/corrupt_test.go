@@ -316,3 +316,86 @@ func TestCutFollowerGetsItsEntriesAgain(t *testing.T) {
 		return logBytes(victim) >= want && logBytes(victim) == most
 	})
 }
+
+// TestReplicaThatLostEntriesDoesNotVote: a follower whose log lost
+// entries it had acknowledged (cut while it was down) must not help elect
+// a leader before it holds them again: with the only other replica that
+// has them down, and the third replica behind, the partition has no
+// leader (unavailable, not lost). Once the replica with the entries is
+// back, it leads, the cut follower catches up, and every acknowledged
+// record is there.
+func TestReplicaThatLostEntriesDoesNotVote(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3)
+	cs := clusterClients(t, nodes)
+	err := retryUnavailable(t, 20*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 10*time.Second), &pb.CreateTopicRequest{Name: "lost",
+			Config: &pb.TopicConfig{Partitions: 1, ReplicationFactor: 3}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []bool{true, true, true}
+	publishToLeader(t, cs, live, "lost", newIDs(1))
+	leaderOf := func(c pb.HermesClient) int {
+		r, err := c.DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			return -1
+		}
+		for _, p := range r.Partitions {
+			if p.Topic == "lost" {
+				return int(p.Leader)
+			}
+		}
+		return -1
+	}
+	leader := 0
+	waitFor(t, 10*time.Second, "a leader", func() bool { leader = leaderOf(cs[0]); return leader > 0 })
+	cutAt := leader % 3 // nodes[cutAt] is node cutAt+1
+	cut, behind := nodes[cutAt], nodes[(leader+1)%3]
+	behind.Stop()
+	live[(leader+1)%3] = false
+	// Over commitPersistEvery (1,024) entries, so that the cut follower
+	// has written a commit index past what it keeps.
+	const published = 1 + 1200
+	for range published - 1 {
+		publishToLeader(t, cs, live, "lost", newIDs(1))
+	}
+	nodes[leader-1].Stop()
+	cut.Stop()
+	segs, _ := filepath.Glob(filepath.Join(cut.DataDir, "topics", "lost@*", "0", "*.log"))
+	sort.Strings(segs)
+	if len(segs) == 0 {
+		t.Fatal("no segment to cut")
+	}
+	st, err := os.Stat(segs[len(segs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(segs[len(segs)-1], st.Size()*3/10); err != nil {
+		t.Fatal(err)
+	}
+	cut.Launch()
+	behind.Launch()
+	// The metadata group has a quorum (its log was not cut), so both
+	// answer; the partition must stay without a leader.
+	waitFor(t, 30*time.Second, "the restarted nodes answer", func() bool { return leaderOf(cs[cutAt]) >= 0 })
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if l := leaderOf(cs[cutAt]); l > 0 {
+			t.Fatalf("node %d was elected leader of the partition with node %d's vote, which lost entries it had acknowledged", l, cutAt+1)
+		}
+	}
+	if m := cut.Metrics(); !strings.Contains(m, `hermes_raft_catch_up_index{partition="0",topic="lost"}`) ||
+		strings.Contains(m, `hermes_raft_catch_up_index{partition="0",topic="lost"} 0`) {
+		t.Fatalf("the cut replica does not say it is catching up:\n%s", grepLines(m, "lost"))
+	}
+	nodes[leader-1].Start()
+	waitFor(t, 30*time.Second, "a leader with every entry", func() bool { return leaderOf(cs[leader-1]) > 0 })
+	_, recs := partitionBytes(t, cs[leader-1], "lost", published)
+	if len(recs) < published {
+		t.Fatalf("%d records after the election, %d were acknowledged", len(recs), published)
+	}
+	waitFor(t, 30*time.Second, "the cut replica votes again", func() bool {
+		return strings.Contains(cut.Metrics(), `hermes_raft_catch_up_index{partition="0",topic="lost"} 0`)
+	})
+}

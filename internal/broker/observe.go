@@ -41,6 +41,7 @@ type raftCollector struct {
 
 	leaderChanges, term, commit, applied, isLeader, hasLeader, pending *prometheus.Desc
 	snapSent, snapRecv, snapApplied                                    *prometheus.Desc
+	catchUp, votesWithheld                                             *prometheus.Desc
 	lagEntries, lagRecords                                             *prometheus.Desc
 	hw, start, size                                                    *prometheus.Desc
 	offline, leaderless, metaQuorum, ready                             *prometheus.Desc
@@ -58,6 +59,8 @@ func newRaftCollector(b *Broker) *raftCollector {
 		snapSent:      desc("hermes_raft_snapshots_sent_total", "Snapshots this node's replica sent to followers (as their leader).", raftLabels),
 		snapRecv:      desc("hermes_raft_snapshots_received_total", "Snapshots this node's replica received from a leader.", raftLabels),
 		snapApplied:   desc("hermes_raft_snapshots_applied_total", "Snapshots this node's replica installed.", raftLabels),
+		catchUp:       desc("hermes_raft_catch_up_index", "The Raft index this node's replica must hold again before it votes (it lost entries it had acknowledged: a damaged or cut log); 0 when it votes.", raftLabels),
+		votesWithheld: desc("hermes_raft_votes_withheld_total", "Vote requests this node's replica did not answer or send because it was catching up on entries it had lost.", raftLabels),
 		lagEntries:    desc("hermes_raft_follower_lag_entries", "Raft entries a follower is behind its leader's last entry, as the leader (this node) sees it.", followerLabels),
 		lagRecords:    desc("hermes_raft_follower_lag_records", "Records a follower is behind its leader's log end, as the leader (this node) sees it.", followerLabels),
 		hw:            desc("hermes_partition_high_watermark", "The partition's high watermark (offset after the last committed record) on this node's replica.", raftLabels),
@@ -72,7 +75,7 @@ func newRaftCollector(b *Broker) *raftCollector {
 
 func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.leaderChanges, c.term, c.commit, c.applied, c.isLeader, c.hasLeader, c.pending,
-		c.snapSent, c.snapRecv, c.snapApplied, c.lagEntries, c.lagRecords, c.hw, c.start, c.size,
+		c.snapSent, c.snapRecv, c.snapApplied, c.catchUp, c.votesWithheld, c.lagEntries, c.lagRecords, c.hw, c.start, c.size,
 		c.offline, c.leaderless, c.metaQuorum, c.ready} {
 		ch <- d
 	}
@@ -103,6 +106,8 @@ func (c *raftCollector) replica(ch chan<- prometheus.Metric, r *replication.Repl
 	counter(c.snapSent, st.SnapshotsSent)
 	counter(c.snapRecv, st.SnapshotsReceived)
 	counter(c.snapApplied, st.SnapshotsApplied)
+	gauge(c.catchUp, float64(st.CatchUp))
+	counter(c.votesWithheld, st.VotesWithheld)
 	if !st.IsLeader {
 		return
 	}

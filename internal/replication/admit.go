@@ -91,9 +91,18 @@ func (r *Replica) step(m *pb.Message) (err error) {
 		if last, _ := r.store.LastIndex(); m.GetType() == pb.MessageType_MsgHeartbeat && m.GetCommit() > last &&
 			m.GetTerm() >= r.rn.BasicStatus().HardState.GetTerm() {
 			// The leader commits what this replica acknowledged and no
-			// longer has (see lost.go).
+			// longer has (see lost.go): it must not vote before it holds
+			// it again.
+			r.store.NeedCatchUp(m.GetCommit())
 			r.reportLost(m.GetFrom(), m.GetCommit(), last)
 		}
+		return nil
+	}
+	if electionMessage[m.GetType()] && r.catchingUp() {
+		// A vote of this replica could elect a leader without the
+		// entries it lost (see LogStore.NeedCatchUp); a leadership
+		// transfer to it would make it campaign.
+		r.stats.votesWithheld.Add(1)
 		return nil
 	}
 	defer func() {
@@ -106,6 +115,41 @@ func (r *Replica) step(m *pb.Message) (err error) {
 	}
 	r.rn.Step(m) // its errors are for local messages, which admit refused
 	return nil
+}
+
+// electionMessage lists what a replica that is catching up neither
+// answers nor sends: vote requests (and a leader's request that it
+// campaign at once).
+var electionMessage = map[pb.MessageType]bool{
+	pb.MessageType_MsgVote: true, pb.MessageType_MsgPreVote: true, pb.MessageType_MsgTimeoutNow: true,
+}
+
+// catchingUp reports whether this replica lost entries it acknowledged
+// and does not hold them again yet.
+func (r *Replica) catchingUp() bool {
+	c := r.store.CatchUp()
+	if c == 0 {
+		return false
+	}
+	last, _ := r.store.LastIndex()
+	return last < c
+}
+
+// withholdCampaign drops this replica's own vote requests while it is
+// catching up: it may not stand for election either.
+func (r *Replica) withholdCampaign(msgs []*pb.Message) []*pb.Message {
+	if !r.catchingUp() {
+		return msgs
+	}
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if t := m.GetType(); t == pb.MessageType_MsgVote || t == pb.MessageType_MsgPreVote {
+			r.stats.votesWithheld.Add(1)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // refuse logs (at most every refusedLogEvery) and counts a dropped

@@ -231,9 +231,38 @@ func OpenLogStore(group string, log *partlog.Log, ms *meta.Store, logger ...*slo
 		return nil, err
 	}
 	if last := s.lastIndex(); st.hard.GetCommit() > last {
+		// Entries known committed are gone (a damaged or cut log): this
+		// replica acknowledged them, so it must not vote before it holds
+		// them again (CatchUp).
+		s.logger.Warn("this replica lost committed entries: it votes again once it holds them", "group", group,
+			"last", last, "committed", st.hard.GetCommit())
+		st.catchUp = max(st.catchUp, st.hard.GetCommit())
 		st.hard.Commit = proto.Uint64(last)
+		s.dirty = true
 	}
 	return s, nil
+}
+
+// CatchUp is the index this replica must hold before it may vote or stand
+// for election again; 0 when it may. See NeedCatchUp.
+func (s *LogStore) CatchUp() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.catchUp
+}
+
+// NeedCatchUp records that this replica lost entries it acknowledged, up
+// to index at least (a leader commits past its log): until its log holds
+// index again, it neither votes nor campaigns, so that no election it
+// takes part in can choose a leader without them. Durable at the next
+// Sync; cleared by the Sync after which the log holds index.
+func (s *LogStore) NeedCatchUp(index uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if index > s.st.catchUp {
+		s.st.catchUp = index
+		s.dirty = true
+	}
 }
 
 // scan reads the batch headers from offset on and groups them by Raft
@@ -499,6 +528,11 @@ func (s *LogStore) Sync() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c := s.st.catchUp; c > 0 && s.lastIndex() >= c {
+		s.logger.Info("this replica holds the entries it had lost again: it votes again", "group", s.group, "index", c)
+		s.st.catchUp = 0
+		s.dirty = true
+	}
 	if !s.dirty {
 		return nil
 	}

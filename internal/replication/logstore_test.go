@@ -362,8 +362,9 @@ func TestLogStoreAppliedStopsBeforeUnappliedConfChange(t *testing.T) {
 }
 
 // A state written before confIndex existed (version 1) reads as consistent
-// up to its commit, as that version assumed.
-func TestRaftStateVersion1(t *testing.T) {
+// up to its commit, as that version assumed; one written before catchUp
+// existed (version 2) reads with none; catchUp round-trips.
+func TestRaftStateVersions(t *testing.T) {
 	st := newRaftState()
 	st.hard.Commit = proto.Uint64(7)
 	st.conf.Voters = []uint64{1, 2, 3}
@@ -372,19 +373,35 @@ func TestRaftStateVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Version 2 put confIndex (one uvarint byte: 0) after compactOffset;
-	// version 1 is the same without it.
-	head := binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, 2), 4), 2), 100)
-	if string(enc[:len(head)]) != string(head) || enc[len(head)] != 0 {
-		t.Fatalf("unexpected version 2 layout % x", enc)
+	// Version 3 puts confIndex and catchUp (one uvarint byte each: 0)
+	// after compactOffset; version 2 has confIndex only, version 1
+	// neither.
+	head := func(v uint64) []byte {
+		return binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, v), 4), 2), 100)
 	}
-	v1 := append(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, 1), 4), 2), 100), enc[len(head)+1:]...)
+	h3 := head(3)
+	if string(enc[:len(h3)]) != string(h3) || enc[len(h3)] != 0 || enc[len(h3)+1] != 0 {
+		t.Fatalf("unexpected version 3 layout % x", enc)
+	}
+	rest := enc[len(h3)+2:]
+	v1 := append(head(1), rest...)
 	got, err := decodeState(v1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.confIndex != 7 || got.compactOffset != 100 || len(got.conf.GetVoters()) != 3 {
-		t.Fatalf("version 1 state read as confIndex %d, offset %d, voters %v", got.confIndex, got.compactOffset, got.conf.GetVoters())
+	if got.confIndex != 7 || got.compactOffset != 100 || len(got.conf.GetVoters()) != 3 || got.catchUp != 0 {
+		t.Fatalf("version 1 state read as confIndex %d, offset %d, voters %v, catchUp %d", got.confIndex, got.compactOffset, got.conf.GetVoters(), got.catchUp)
+	}
+	v2 := append(append(head(2), 5), rest...)
+	if got, err = decodeState(v2); err != nil || got.confIndex != 5 || got.catchUp != 0 || got.hard.GetCommit() != 7 {
+		t.Fatalf("version 2 state read as %+v, %v", got, err)
+	}
+	st.catchUp = 1234
+	if enc, err = st.encode(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = decodeState(enc); err != nil || got.catchUp != 1234 {
+		t.Fatalf("catchUp read back as %d, %v", got.catchUp, err)
 	}
 }
 

@@ -52,8 +52,8 @@ func (r *Replica) handleReadies() error {
 			r.cfg.Synced(time.Since(start), records)
 		}
 		r.persisted(apps)
-		if len(rd.Messages) > 0 {
-			r.tr.Send(r.cfg.Group, rd.Messages)
+		if msgs := r.withholdCampaign(rd.Messages); len(msgs) > 0 {
+			r.tr.Send(r.cfg.Group, msgs)
 		}
 		if err := r.apply(rd.CommittedEntries); err != nil {
 			return err

@@ -28,7 +28,11 @@ type raftState struct {
 	// persisted before the entries it covers are applied, so a crash can
 	// leave a committed change unapplied here (see LogStore.Applied).
 	confIndex uint64
-	side      map[uint64]*pb.Entry
+	// catchUp is the index this replica must hold again before it votes
+	// or stands for election (0: none): it lost entries it had
+	// acknowledged, and a vote of it could elect a leader without them.
+	catchUp uint64
+	side    map[uint64]*pb.Entry
 }
 
 func newRaftState() *raftState {
@@ -36,13 +40,14 @@ func newRaftState() *raftState {
 }
 
 // stateVersion 2 added confIndex; version 1 states are read with
-// confIndex at their commit, which is what version 1 assumed.
-const stateVersion = 2
+// confIndex at their commit, which is what version 1 assumed. Version 3
+// added catchUp (0 in older states).
+const stateVersion = 3
 
 var errBadState = errors.New("replication: malformed raft state")
 
 // encode lays the state out as: version, compactIndex, compactTerm,
-// compactOffset, confIndex (uvarints/varint), then length-prefixed
+// compactOffset, confIndex, catchUp (uvarints/varint), then length-prefixed
 // protobufs: the HardState, the ConfState and each side entry.
 func (s *raftState) encode() ([]byte, error) {
 	b := binary.AppendUvarint(nil, stateVersion)
@@ -50,6 +55,7 @@ func (s *raftState) encode() ([]byte, error) {
 	b = binary.AppendUvarint(b, s.compactTerm)
 	b = binary.AppendVarint(b, s.compactOffset)
 	b = binary.AppendUvarint(b, s.confIndex)
+	b = binary.AppendUvarint(b, s.catchUp)
 	msgs := []proto.Message{s.hard, s.conf}
 	for _, e := range s.sortedSide() {
 		msgs = append(msgs, e)
@@ -70,12 +76,15 @@ func decodeState(b []byte) (*raftState, error) {
 	s := newRaftState()
 	r := stateReader{b: b}
 	v := r.uvarint()
-	if v != 1 && v != stateVersion {
+	if v < 1 || v > stateVersion {
 		return nil, fmt.Errorf("%w: version %d", errBadState, v)
 	}
 	s.compactIndex, s.compactTerm, s.compactOffset = r.uvarint(), r.uvarint(), r.varint()
 	if v >= 2 {
 		s.confIndex = r.uvarint()
+	}
+	if v >= 3 {
+		s.catchUp = r.uvarint()
 	}
 	n := r.uvarint()
 	r.message(s.hard)

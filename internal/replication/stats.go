@@ -18,6 +18,7 @@ type stats struct {
 	snapshotsSent     atomic.Uint64
 	snapshotsReceived atomic.Uint64
 	snapshotsApplied  atomic.Uint64
+	votesWithheld     atomic.Uint64 // vote requests not answered or not sent while catching up
 	commit            atomic.Uint64
 	pending           atomic.Int64 // proposals in raft's hands, not answered yet
 	// noLeaderSince is when this replica last lost sight of a leader
@@ -50,6 +51,11 @@ type Stats struct {
 	// the Snapshots* count snapshots sent to followers, received from a
 	// leader, and installed here.
 	LeaderChanges, SnapshotsSent, SnapshotsReceived, SnapshotsApplied uint64
+	// CatchUp is the index this replica must hold again before it votes
+	// (it lost entries it had acknowledged); 0 when it votes.
+	// VotesWithheld counts the vote requests it did not answer or send
+	// meanwhile.
+	CatchUp, VotesWithheld uint64
 	// NoLeaderFor is how long this replica has known no leader (0 while
 	// it knows one).
 	NoLeaderFor time.Duration
@@ -76,6 +82,8 @@ func (r *Replica) Stats() Stats {
 		SnapshotsSent:     r.stats.snapshotsSent.Load(),
 		SnapshotsReceived: r.stats.snapshotsReceived.Load(),
 		SnapshotsApplied:  r.stats.snapshotsApplied.Load(),
+		CatchUp:           r.store.CatchUp(),
+		VotesWithheld:     r.stats.votesWithheld.Load(),
 	}
 }
 
