@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"os"
@@ -398,4 +399,120 @@ func TestReplicaThatLostEntriesDoesNotVote(t *testing.T) {
 	waitFor(t, 30*time.Second, "the cut replica votes again", func() bool {
 		return strings.Contains(cut.Metrics(), `hermes_raft_catch_up_index{partition="0",topic="lost"} 0`)
 	})
+}
+
+// damageRunningFollower publishes about 2.5 MiB to topic (RF 3, 1 MiB
+// segments) and flips a byte in the oldest segment of a follower while it
+// runs (bit rot under a running node: the replica was opened whole). It
+// returns the follower's index and the damaged file, and the leader's
+// copy of that file.
+func damageRunningFollower(t *testing.T, nodes []*testcluster.Node, cs []pb.HermesClient, topic string) (int, string, string) {
+	t.Helper()
+	err := retryUnavailable(t, 20*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 10*time.Second), &pb.CreateTopicRequest{Name: topic,
+			Config: &pb.TopicConfig{Partitions: 1, ReplicationFactor: 3, SegmentBytes: 1 << 20}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []bool{true, true, true}
+	for range 40 { // 40 × 64 records of 1 KiB: 2.5 MiB, 3 segments
+		publishToLeaderSized(t, cs, live, topic, newIDs(64), 1024)
+	}
+	leader := -1
+	waitFor(t, 10*time.Second, "a leader", func() bool {
+		r, err := cs[0].DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			return false
+		}
+		for _, p := range r.Partitions {
+			if p.Topic == topic && p.Leader != 0 {
+				leader = int(p.Leader) - 1
+			}
+		}
+		return leader >= 0
+	})
+	victim := (leader + 1) % 3
+	first := func(n *testcluster.Node) string {
+		segs, _ := filepath.Glob(filepath.Join(n.DataDir, "topics", topic+"@*", "0", "*.log"))
+		sort.Strings(segs)
+		if len(segs) < 2 {
+			t.Fatalf("%d segments: %v", len(segs), segs)
+		}
+		return segs[0]
+	}
+	seg, leaderSeg := first(nodes[victim]), first(nodes[leader])
+	waitFor(t, 10*time.Second, "the follower holds the leader's oldest segment", func() bool {
+		a, _ := os.ReadFile(seg)
+		b, _ := os.ReadFile(leaderSeg)
+		return len(a) > 0 && bytes.Equal(a, b)
+	})
+	flipByteAt(t, seg, 300_000)
+	return victim, seg, leaderSeg
+}
+
+// sameFile reports whether two files hold the same bytes.
+func sameFile(a, b string) bool {
+	x, err1 := os.ReadFile(a)
+	y, err2 := os.ReadFile(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// TestDamagedBatchIsRepairedFromAReplica: a batch damaged on the disk
+// under a running follower is reported when a read through that node
+// finds it, and rewritten in place from another replica's copy: the
+// records read whole again, and the file is the leader's byte for byte.
+func TestDamagedBatchIsRepairedFromAReplica(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--tail-cache-bytes", "1048576", "--scrub-interval", "0")
+	cs := clusterClients(t, nodes)
+	victim, seg, leaderSeg := damageRunningFollower(t, nodes, cs, "rot")
+	c := cs[victim]
+	readAll := func() (int, error) {
+		n := 0
+		for off := int64(0); n < 40*64; {
+			resp, err := c.Fetch(ctxT(t, 10*time.Second), &pb.FetchRequest{Topic: "rot", Partition: 0, Offset: off, MaxRecords: 1000})
+			if err != nil {
+				return n, err
+			}
+			if len(resp.Records) == 0 {
+				break
+			}
+			n += len(resp.Records)
+			off = resp.NextOffset
+		}
+		return n, nil
+	}
+	n, err := readAll()
+	if err == nil {
+		t.Fatalf("read %d records through the damaged node without an error", n)
+	}
+	if status.Code(err) != codes.DataLoss {
+		t.Fatalf("first read through the damaged node: %v", err)
+	}
+	waitFor(t, 20*time.Second, "the damaged batch is rewritten", func() bool { return sameFile(seg, leaderSeg) })
+	if n, err := readAll(); err != nil || n != 40*64 {
+		t.Fatalf("after the repair: %d records, %v", n, err)
+	}
+	m := nodes[victim].Metrics()
+	if !strings.Contains(m, `hermes_corrupt_batches_repaired_total{partition="0",topic="rot"} 1`) {
+		t.Fatalf("repair not counted:\n%s", grepLines(m, "corrupt"))
+	}
+	if !strings.Contains(nodes[victim].Log(200), "repaired from another replica") {
+		t.Fatalf("repair not logged:\n%s", nodes[victim].Log(30))
+	}
+}
+
+// TestScrubberRepairsWhatNoReaderRead: with the scrubber on, a batch
+// damaged under a running follower is found and rewritten without any
+// read of it.
+func TestScrubberRepairsWhatNoReaderRead(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--tail-cache-bytes", "1048576", "--scrub-interval", "1s")
+	cs := clusterClients(t, nodes)
+	victim, seg, leaderSeg := damageRunningFollower(t, nodes, cs, "scrub")
+	waitFor(t, 30*time.Second, "the scrubber rewrites the damaged batch", func() bool { return sameFile(seg, leaderSeg) })
+	m := nodes[victim].Metrics()
+	if !strings.Contains(m, "hermes_scrub_corrupt_batches_total 1") || !strings.Contains(m, `hermes_corrupt_batches_repaired_total{partition="0",topic="scrub"} 1`) {
+		t.Fatalf("scrub not counted:\n%s", grepLines(m, "scrub"))
+	}
 }

@@ -89,6 +89,8 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.Uint64Var(&cc.NodeID, "node-id", 1, "this node's id in its cluster (a single node is a cluster of one); a data directory belongs to the id it was first started with")
 	f.StringVar(&cc.RaftAddr, "raft-addr", "127.0.0.1:50052", "listen address for other nodes (Raft and the internal service); a single node listens too, so that nodes can join it (default: this node's address in --peers, if given)")
 	f.Int64Var(&cfg.Broker.MaxDiskBytes, "max-disk-bytes", 0, "quota on all partition logs; beyond it publishes get RESOURCE_EXHAUSTED (0: none)")
+	f.DurationVar(&cfg.Broker.ScrubInterval, "scrub-interval", 24*time.Hour, "pause between two rounds of the scrubber, which reads every local replica's records back and rewrites a damaged batch from another replica's copy (0: off)")
+	f.Int64Var(&cfg.Broker.ScrubBytesPerSecond, "scrub-bytes-per-second", 16<<20, "how fast the scrubber reads (0: unbounded)")
 	f.Int64Var(&cfg.Broker.MinFreeBytes, "min-free-bytes", 128<<20, "while the data directory's disk has less free, durable publishes get RESOURCE_EXHAUSTED (retriable) instead of filling it (0: no floor)")
 	f.Int64Var(&cfg.Broker.MaxQueueBytes, "max-queue-bytes", 64<<20, "publish bytes queued per partition; beyond it a publish waits up to 10s, then gets RESOURCE_EXHAUSTED")
 	f.Int64Var(&cfg.Broker.TailCacheBytes, "tail-cache-bytes", 16<<20, "RAM per partition for the newest records (live readers)")

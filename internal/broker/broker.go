@@ -120,9 +120,10 @@ func Open(cfg Config) (*Broker, error) {
 		ms.Close()
 		return nil, err
 	}
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.retentionLoop()
 	go b.groups.run()
+	go b.scrubLoop()
 	return b, nil
 }
 

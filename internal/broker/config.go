@@ -146,6 +146,12 @@ type Config struct {
 	// opened again from disk once at least this much (at least 16 MiB) is
 	// free.
 	MinFreeBytes int64
+	// ScrubInterval is the pause between two rounds of the scrubber,
+	// which reads every local replica's committed records back and
+	// repairs a damaged batch from another replica (0: no scrubbing);
+	// ScrubBytesPerSecond bounds how fast it reads (0: unbounded).
+	ScrubInterval       time.Duration
+	ScrubBytesPerSecond int64
 	// TailCacheBytes is the RAM per partition kept for live readers
 	// (default 16 MiB).
 	TailCacheBytes int64

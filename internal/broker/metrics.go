@@ -21,6 +21,9 @@ type metrics struct {
 	subscriptions    prometheus.Gauge
 	duplicates       *prometheus.CounterVec // topic
 	corrupt          *prometheus.CounterVec // topic, partition
+	repaired         *prometheus.CounterVec // topic, partition
+	scrubbedBytes    prometheus.Counter
+	scrubbedCorrupt  prometheus.Counter
 	relayed          *prometheus.CounterVec // topic
 	groupRelays      prometheus.Counter
 	authFailures     prometheus.Counter
@@ -86,6 +89,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hermes_corrupt_batches_total",
 			Help: "Stored batches found corrupt when read (each one counted once per node and process), by partition.",
 		}, []string{"topic", "partition"}),
+		repaired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_corrupt_batches_repaired_total",
+			Help: "Damaged batches rewritten in place from another replica's copy, by partition.",
+		}, []string{"topic", "partition"}),
+		scrubbedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hermes_scrub_bytes_total", Help: "Bytes of committed records the scrubber read back and checked.",
+		}),
+		scrubbedCorrupt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hermes_scrub_corrupt_batches_total", Help: "Damaged batches the scrubber found (each one is repaired from another replica when one has a good copy).",
+		}),
 		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hermes_publish_relayed_batches_total",
 			Help: "Publishes (batches) this node relayed to their partition's leader and had acknowledged there.",
@@ -125,7 +138,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
 		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
 		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed, m.groupRelays,
-		m.corrupt, m.authFailures, m.authDenials, m.throttled, m.diskFree, m.storageFailures, m.storageRecovered, m.offline)
+		m.corrupt, m.repaired, m.scrubbedBytes, m.scrubbedCorrupt, m.authFailures, m.authDenials, m.throttled, m.diskFree, m.storageFailures, m.storageRecovered, m.offline)
 	return m
 }
 
@@ -152,4 +165,5 @@ func (m *metrics) forgetTopic(topic string) {
 	m.duplicates.DeletePartialMatch(l)
 	m.relayed.DeletePartialMatch(l)
 	m.corrupt.DeletePartialMatch(l)
+	m.repaired.DeletePartialMatch(l)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,8 @@ type partition struct {
 	// corruptSeen: corrupt batches reported already (reportCorrupt), by
 	// their error text, which names the file and position.
 	corruptSeen map[string]bool
+	// repairing: a repair of a damaged batch runs (repair.go).
+	repairing atomic.Bool
 }
 
 // openPartition opens partition id of t on this node: its data log and
@@ -162,15 +165,7 @@ func (p *partition) fail(err error) {
 		"topic", p.t.name, "partition", p.id, "err", err)
 	p.b.m.storageFailures.Inc()
 	p.b.m.offline.Inc()
-	p.b.mu.RLock()
-	closing := p.b.closed
-	if !closing {
-		p.b.wg.Add(1)
-	}
-	p.b.mu.RUnlock()
-	if !closing {
-		go p.b.recoverLater(p)
-	}
+	p.b.goBackground(func() { p.b.recoverLater(p) })
 }
 
 // offline reports whether a storage failure took the replica offline.
@@ -284,6 +279,7 @@ func (p *partition) readBatches(offset int64, maxBytes, maxRecords int) (batches
 	}
 	if errors.Is(err, record.ErrCorrupt) {
 		p.reportCorrupt(err)
+		p.scheduleRepair(offset)
 		return nil, start, hw, errorf(ErrCorruptData, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
 	if err != nil {

@@ -78,7 +78,6 @@ func (p *partition) storageFailure(err error) error {
 // missing). Until then p refuses I/O and the other replicas of its group
 // go on without it.
 func (b *Broker) recoverLater(p *partition) {
-	defer b.wg.Done()
 	backoff := time.Second
 	closed := false
 	for {
@@ -162,15 +161,7 @@ func (b *Broker) metaFailed(err error) {
 	b.m.storageFailures.Inc()
 	b.log.Error("this node's metadata replica stopped after a storage failure; it is opened again from disk once the disk has room",
 		"err", err, "data_dir", b.cfg.DataDir)
-	b.mu.RLock()
-	closing := b.closed
-	if !closing {
-		b.wg.Add(1)
-	}
-	b.mu.RUnlock()
-	if !closing {
-		go b.recoverMeta()
-	}
+	b.goBackground(b.recoverMeta)
 }
 
 // recoverMeta opens the metadata group again from disk once the data
@@ -178,7 +169,6 @@ func (b *Broker) metaFailed(err error) {
 // the replay), reconcile acts on the state reached, and the group catches
 // up with its leader (the changes since arrive as usual).
 func (b *Broker) recoverMeta() {
-	defer b.wg.Done()
 	backoff := time.Second
 	for {
 		select {
@@ -239,22 +229,13 @@ func (b *Broker) unopenedPartition(t *topic, id int32, replicas []uint64, err er
 		"topic", t.name, "partition", id, "err", err)
 	b.m.storageFailures.Inc()
 	b.m.offline.Inc()
-	b.mu.RLock()
-	closing := b.closed
-	if !closing {
-		b.wg.Add(1)
-	}
-	b.mu.RUnlock()
-	if !closing {
-		go b.openLater(p)
-	}
+	b.goBackground(func() { b.openLater(p) })
 	return p
 }
 
 // openLater tries to open an unopened replica again: after 10 s, then
 // less and less often, up to every 5 minutes.
 func (b *Broker) openLater(p *partition) {
-	defer b.wg.Done()
 	backoff := 10 * time.Second
 	for {
 		select {

@@ -176,6 +176,10 @@ var allNemeses = []nemesis{
 		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
 			return c.damageFollower(ctx, hold, false)
 		}},
+	{"bitrot-replica", "flip a bit in an older segment of a running follower's log (the scrubber must repair it from another replica)",
+		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
+			return c.bitrot(ctx, hold)
+		}},
 	{"truncate-replica", "stop a follower, cut the end of its log of a partition, start it",
 		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
 			return c.damageFollower(ctx, hold, true)
@@ -212,6 +216,34 @@ func (c *campaign) damageFollower(ctx context.Context, hold time.Duration, trunc
 	}
 	sleep(ctx, hold/2)
 	return desc, c.startAndWait(ctx, n)
+}
+
+// bitrot flips one bit in an older segment (not the one being written)
+// of a follower's log of a partition while the follower runs: damage
+// that appears under a running node, which only a read or the scrubber
+// finds. The follower must repair it from another replica; the final
+// check reads every replica's files and reports a batch still damaged.
+func (c *campaign) bitrot(ctx context.Context, hold time.Duration) (string, error) {
+	id := c.follower(ctx)
+	n := c.nodes[id-1]
+	part := c.rng.IntN(partitions)
+	dirs, _ := filepath.Glob(filepath.Join(n.dataDir(), "topics", topicConsistent+"@*", fmt.Sprint(part)))
+	var segs []string
+	if len(dirs) == 1 {
+		segs, _ = filepath.Glob(filepath.Join(dirs[0], "*.log"))
+	}
+	if len(segs) < 2 {
+		return fmt.Sprintf("node %d, partition %d: no older segment to damage yet", id, part), nil
+	}
+	sort.Strings(segs)
+	f := c.h.beginFault("bitrot-replica", fmt.Sprintf("node %d", id))
+	desc, err := damage(c.rng, segs[:len(segs)-1], false)
+	if err != nil {
+		return desc, err
+	}
+	sleep(ctx, hold)
+	c.h.endFault(f)
+	return fmt.Sprintf("node %d (running), partition %d: %s", id, part, desc), nil
 }
 
 // damage flips a byte in the first 90% of a random segment, or cuts up

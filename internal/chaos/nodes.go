@@ -287,6 +287,9 @@ func newNode(net *network, id, count int, bin, dir string, extra []string) *node
 		// A test network of its own, reached only from this host.
 		"--allow-insecure",
 		"--shutdown-timeout", "10s",
+		// The scrubber finds what bitrot-replica damages under a running
+		// node (the default waits a day).
+		"--scrub-interval", "5s",
 	}, extra...)
 	return n
 }

@@ -48,6 +48,9 @@ type LogReader interface {
 	StartOffset() int64
 	// Size is the bytes of the log's files.
 	Size() int64
+	// BatchAt returns the offsets of the batch holding offset, from the
+	// headers alone: a reader that found it damaged goes on after it.
+	BatchAt(offset int64) (base, next int64, err error)
 }
 
 // dedupRebuildRecords bounds how far back from the end of its log a group
@@ -168,6 +171,12 @@ func fillDedup(w *dedup.Window, log *partlog.Log) error {
 
 // Log returns the group's data log, to read.
 func (r *Replica) Log() LogReader { return r.store.log }
+
+// RepairBatch puts good, another replica's copy of a batch of this
+// replica's log, in place of this replica's copy, whose bytes were
+// damaged on the disk (see partlog.Log.Repair): the replicas' logs hold
+// the same batches, byte for byte. False when the batch here was good.
+func (r *Replica) RepairBatch(good []byte) (bool, error) { return r.store.log.Repair(good) }
 
 // LogEnd is the offset after the last record in this replica's log,
 // committed or not.
