@@ -15,8 +15,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/hermes-mq/hermes/internal/testcluster"
 	"github.com/hermes-mq/hermes/pkg/client"
@@ -426,5 +430,60 @@ func TestServeRefusesOpenListeners(t *testing.T) {
 		"--raft-addr", "0.0.0.0:0", "--peers", "1=0.0.0.0:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--raft-addr") {
 		t.Fatalf("serve with a node listener on 0.0.0.0 without node TLS: %v\n%s", err, out)
+	}
+}
+
+// TestAuthExemptsHealthNotReflection: on a node that requires
+// authentication, probes call the health services without credentials;
+// server reflection and the API answer only an authenticated caller.
+func TestAuthExemptsHealthNotReflection(t *testing.T) {
+	n := startAuthNode(t)
+	anon, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	ctx := ctxT(t, 10*time.Second)
+	// The health service follows readiness; answered at all, it was
+	// exempt. It says SERVING once the node's readiness was looked at.
+	waitFor(t, 10*time.Second, "grpc.health.v1 says SERVING without credentials", func() bool {
+		r, err := healthpb.NewHealthClient(anon).Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatalf("grpc.health.v1 Check without credentials: %v", err)
+		}
+		return r.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	})
+	if _, err := pb.NewHermesClient(anon).Health(ctx, &pb.HealthRequest{}); err != nil {
+		t.Fatalf("Health without credentials: %v", err)
+	}
+	if _, err := pb.NewHermesClient(anon).ListTopics(ctx, &pb.ListTopicsRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("ListTopics without credentials: %v, want Unauthenticated", err)
+	}
+	listServices := func(conn *grpc.ClientConn) error {
+		rc, err := rpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+		if err != nil {
+			return err
+		}
+		defer rc.CloseSend()
+		if err := rc.Send(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			return err
+		}
+		resp, err := rc.Recv()
+		if err == nil && len(resp.GetListServicesResponse().GetService()) == 0 {
+			err = errors.New("no services listed")
+		}
+		return err
+	}
+	if err := listServices(anon); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("reflection without credentials: %v, want Unauthenticated", err)
+	}
+	authed, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(authHeader(basic("admin", "adminpass1"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer authed.Close()
+	if err := listServices(authed); err != nil {
+		t.Fatalf("reflection with credentials: %v", err)
 	}
 }

@@ -144,7 +144,7 @@ type API interface {
 	// Errors: retriable ErrUnavailable during an election.
 	GroupCoordinator() (uint64, error)
 	// ListGroups lists the groups the principal may describe that have
-	// live members or committed offsets.
+	// live members or committed offsets, sorted by name.
 	ListGroups(ctx context.Context) ([]GroupSummary, error)
 	// DescribeGroup describes a group: its members, and for every
 	// partition of the topics it consumes its committed offset, lag and

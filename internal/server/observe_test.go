@@ -19,7 +19,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/hermes-mq/hermes/internal/broker"
+	"github.com/hermes-mq/hermes/pkg/wire"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -248,4 +252,71 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	if exprs == 0 {
 		t.Fatal("the dashboard has no queries")
 	}
+}
+
+// TestKafkaAndWireRequestsAreCounted: requests over the Kafka protocol
+// (a real Kafka client) and hermes-wire (the Go client) land in the
+// request metrics under their API, method and code.
+func TestKafkaAndWireRequestsAreCounted(t *testing.T) {
+	s, err := Start(Config{
+		Broker:   broker.Config{DataDir: t.TempDir()},
+		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", WireAddr: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	kc, err := kgo.NewClient(kgo.SeedBrokers(s.KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, kc); err != nil {
+		t.Fatalf("Kafka metadata: %v", err)
+	}
+
+	wc, err := wire.Dial(ctx, s.WireAddr(), wire.Options{ClientName: "metrics-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	for range 3 {
+		if _, err := wc.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	text := scrape(t, s)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`hermes_requests_total\{api="kafka",code="answered",method="ApiVersions"\} [1-9]`),
+		regexp.MustCompile(`hermes_requests_total\{api="kafka",code="answered",method="Metadata"\} [1-9]`),
+		regexp.MustCompile(`hermes_request_duration_seconds_count\{api="kafka",method="Metadata"\} [1-9]`),
+		regexp.MustCompile(`hermes_requests_total\{api="wire",code="ok",method="PING"\} 3`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("/metrics lacks %s; it has:\n%s", want, grepMetric(text, `api="kafka"`, `api="wire"`))
+		}
+	}
+}
+
+// grepMetric returns the lines of a scrape that contain any of subs.
+func grepMetric(text string, subs ...string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, s := range subs {
+			if strings.Contains(l, s) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -210,6 +211,31 @@ func intParam(q url.Values, name string, def, lo, hi int64) (int64, error) {
 		return 0, invalid("query parameter %q must be an integer from %d to %d, got %q", name, lo, hi, s)
 	}
 	return n, nil
+}
+
+// pageParams are the query parameters of a list answered by pages: at
+// most limit items (1 to maxPage; absent: all), those whose names sort
+// after after.
+var pageParams = []string{"limit", "after"}
+
+// maxPage bounds a page.
+const maxPage = 10_000
+
+// page returns the items (sorted by name) after q's "after", at most q's
+// "limit", and the name to ask for the next page after ("" when this is
+// the last).
+func page[T any](q url.Values, items []T, name func(T) string) ([]T, string, error) {
+	limit, err := intParam(q, "limit", 0, 1, maxPage)
+	if err != nil {
+		return nil, "", err
+	}
+	if after := q.Get("after"); after != "" {
+		items = items[sort.Search(len(items), func(i int) bool { return name(items[i]) > after }):]
+	}
+	if limit > 0 && len(items) > int(limit) {
+		return items[:limit], name(items[limit-1]), nil
+	}
+	return items, "", nil
 }
 
 // boolParam parses true/false (also 1/0); false when absent.

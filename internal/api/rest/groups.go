@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/hermes-mq/hermes/internal/broker"
 )
@@ -115,11 +116,17 @@ type groupSummaryJSON struct {
 	Topics  []string `json:"topics"`
 }
 
-func (a *API) listGroups(w http.ResponseWriter, r *http.Request, _ url.Values) error {
+func (a *API) listGroups(w http.ResponseWriter, r *http.Request, q url.Values) error {
 	out := struct {
-		Groups []groupSummaryJSON `json:"groups"`
+		Groups    []groupSummaryJSON `json:"groups"`
+		NextAfter string             `json:"next_after,omitempty"`
 	}{Groups: []groupSummaryJSON{}}
 	groups, err := a.b.ListGroups(r.Context())
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(groups, func(a, b broker.GroupSummary) int { return strings.Compare(a.Name, b.Name) })
+	groups, out.NextAfter, err = page(q, groups, func(g broker.GroupSummary) string { return g.Name })
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ type handlerFunc func(a *API, w http.ResponseWriter, r *http.Request, q url.Valu
 // that holds the OpenAPI document to them.
 var routes = []route{
 	{"POST", "/v1/topics", nil, (*API).createTopic},
-	{"GET", "/v1/topics", nil, (*API).listTopics},
+	{"GET", "/v1/topics", pageParams, (*API).listTopics},
 	{"GET", "/v1/topics/{topic}", nil, (*API).getTopic},
 	{"PATCH", "/v1/topics/{topic}", nil, (*API).alterTopic},
 	{"DELETE", "/v1/topics/{topic}", nil, (*API).deleteTopic},
@@ -100,7 +100,7 @@ var routes = []route{
 	{"GET", "/v1/topics/{topic}/subscribe", subscribeParams, (*API).subscribe},
 	{"POST", "/v1/groups/{group}/commits", nil, (*API).commit},
 	{"POST", "/v1/groups/{group}/acks", nil, (*API).ack},
-	{"GET", "/v1/groups", nil, (*API).listGroups},
+	{"GET", "/v1/groups", pageParams, (*API).listGroups},
 	{"GET", "/v1/groups/{group}", nil, (*API).describeGroup},
 	{"GET", "/v1/cluster", nil, (*API).cluster},
 	{"GET", "/v1/whoami", nil, (*API).whoami},

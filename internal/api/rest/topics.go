@@ -142,11 +142,16 @@ func (a *API) createTopic(w http.ResponseWriter, r *http.Request, _ url.Values) 
 	return nil
 }
 
-func (a *API) listTopics(w http.ResponseWriter, r *http.Request, _ url.Values) error {
+func (a *API) listTopics(w http.ResponseWriter, r *http.Request, q url.Values) error {
 	out := struct {
-		Topics []topicJSON `json:"topics"`
+		Topics    []topicJSON `json:"topics"`
+		NextAfter string      `json:"next_after,omitempty"`
 	}{Topics: []topicJSON{}}
 	topics, err := a.b.Topics(r.Context())
+	if err != nil {
+		return err
+	}
+	topics, out.NextAfter, err = page(q, topics, func(t broker.TopicInfo) string { return t.Name })
 	if err != nil {
 		return err
 	}

@@ -128,3 +128,62 @@ func TestAlterTopic(t *testing.T) {
 	}
 	e.wantError("PATCH", "/v1/topics/nope", map[string]any{"partitions": 2}, http.StatusNotFound, "TOPIC_NOT_FOUND")
 }
+
+// TestListPages: topics and groups come all at once, or a page at a time
+// with limit and after; next_after is there until the last page.
+func TestListPages(t *testing.T) {
+	e := newDefaultEnv(t)
+	names := []string{"a", "b", "c", "d", "e"}
+	for _, n := range names {
+		e.createTopic(n, 1)
+		e.call("POST", "/v1/groups/g-"+n+"/commits", map[string]any{"offsets": []any{map[string]any{"topic": n, "partition": 0, "offset": 0}}}, http.StatusNoContent, nil)
+	}
+	type listing struct {
+		Topics    []topicJSON
+		Groups    []groupSummaryJSON
+		NextAfter string `json:"next_after"`
+	}
+	walk := func(path string, limit string) ([]string, int) {
+		var got []string
+		after, pages := "", 0
+		for {
+			var l listing
+			q := "?limit=" + limit
+			if after != "" {
+				q += "&after=" + after
+			}
+			e.call("GET", path+q, nil, http.StatusOK, &l)
+			pages++
+			for _, tp := range l.Topics {
+				got = append(got, tp.Name)
+			}
+			for _, g := range l.Groups {
+				got = append(got, g.Group)
+			}
+			if l.NextAfter == "" {
+				return got, pages
+			}
+			after = l.NextAfter
+			if pages > 10 {
+				t.Fatalf("%s: no last page", path)
+			}
+		}
+	}
+	if got, pages := walk("/v1/topics", "2"); strings.Join(got, ",") != "a,b,c,d,e" || pages != 3 {
+		t.Fatalf("topics by 2: %v in %d pages", got, pages)
+	}
+	if got, pages := walk("/v1/groups", "3"); strings.Join(got, ",") != "g-a,g-b,g-c,g-d,g-e" || pages != 2 {
+		t.Fatalf("groups by 3: %v in %d pages", got, pages)
+	}
+	if got, pages := walk("/v1/topics", "5"); len(got) != 5 || pages != 1 {
+		t.Fatalf("topics by 5: %v in %d pages", got, pages)
+	}
+	var all listing
+	e.call("GET", "/v1/topics?after=c", nil, http.StatusOK, &all)
+	if len(all.Topics) != 2 || all.NextAfter != "" {
+		t.Fatalf("after c, no limit: %+v", all)
+	}
+	e.wantError("GET", "/v1/topics?limit=0", nil, http.StatusBadRequest, "INVALID_ARGUMENT")
+	e.wantError("GET", "/v1/groups?limit=10001", nil, http.StatusBadRequest, "INVALID_ARGUMENT")
+	e.wantError("GET", "/v1/topics?page=2", nil, http.StatusBadRequest, "INVALID_ARGUMENT")
+}

@@ -500,6 +500,15 @@ class Consumer:
                 await call.write(self._open_request(start))
             except asyncio.InvalidStateError:
                 pass  # the call already ended: read() says why
+            except grpc.aio.AioRpcError as e:
+                if e.code() != grpc.StatusCode.INTERNAL:
+                    raise
+                # The broker ended the stream while its first message was
+                # being sent (it refuses the credentials at once): gRPC
+                # then reports an INTERNAL of its own, not the broker's
+                # status. A unary call learns what the broker refuses.
+                await self._client.whoami()
+                raise
             while True:
                 left = deadline - self._loop.time()
                 if left <= 0:
