@@ -140,13 +140,9 @@ var allNemeses = []nemesis{
 		}},
 	{"disk-full", "fill a node's file system (a follower's or a leader's), free it after the hold",
 		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
-			id := c.partitionLeader(ctx)
-			if c.rng.IntN(2) == 0 {
-				id = c.follower(ctx)
-			}
-			n := c.nodes[id-1]
-			if n.disk == nil {
-				return "skipped: the nodes' data is not on file systems of their own", nil
+			id, n, skip := c.diskNode(ctx)
+			if skip != "" {
+				return skip, nil
 			}
 			desc := fmt.Sprintf("node %d", id)
 			f := c.h.beginFault("disk-full", desc)
@@ -184,6 +180,21 @@ var allNemeses = []nemesis{
 		func(ctx context.Context, c *campaign, hold time.Duration) (string, error) {
 			return c.damageFollower(ctx, hold, true)
 		}},
+}
+
+// diskNode draws the node whose disk a nemesis acts on: a partition's
+// leader or one of its followers. skip says why there is none (the
+// nodes' data is not on file systems of their own).
+func (c *campaign) diskNode(ctx context.Context) (int, *node, string) {
+	id := c.partitionLeader(ctx)
+	if c.rng.IntN(2) == 0 {
+		id = c.follower(ctx)
+	}
+	n := c.nodes[id-1]
+	if n.disk == nil {
+		return id, n, "skipped: the nodes' data is not on file systems of their own"
+	}
+	return id, n, ""
 }
 
 // damageFollower stops a follower of a partition of the consistent topic
@@ -456,7 +467,7 @@ func (c *campaign) partitionLeader(ctx context.Context) int {
 	if r := c.describe(ctx); r != nil {
 		var leaders []int
 		for _, p := range r.Partitions {
-			if p.Topic == topicConsistent && p.Leader != 0 {
+			if p.Topic == topicConsistent && c.isMain(int(p.Leader)) {
 				leaders = append(leaders, int(p.Leader))
 			}
 		}
@@ -480,7 +491,7 @@ func (c *campaign) follower(ctx context.Context) int {
 			p := ps[c.rng.IntN(len(ps))]
 			var fs []int
 			for _, r := range p.Replicas {
-				if r != p.Leader {
+				if r != p.Leader && c.isMain(int(r)) {
 					fs = append(fs, int(r))
 				}
 			}
@@ -493,11 +504,16 @@ func (c *campaign) follower(ctx context.Context) int {
 }
 
 func (c *campaign) metadataLeader(ctx context.Context) int {
-	if r := c.describe(ctx); r != nil {
+	if r := c.describe(ctx); r != nil && c.isMain(int(r.MetadataLeader)) {
 		return int(r.MetadataLeader)
 	}
 	return 1 + c.rng.IntN(len(c.nodes))
 }
+
+// isMain reports whether id is one of the campaign's nodes (not 0, not a
+// node membership added that stayed in the cluster): the nodes nemeses
+// act on.
+func (c *campaign) isMain(id int) bool { return id >= 1 && id <= len(c.nodes) }
 
 // pick returns the nemeses named, in the order given; "all" is every one.
 func pick(names []string) ([]nemesis, error) {

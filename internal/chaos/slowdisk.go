@@ -25,13 +25,9 @@ const blkioRoot = "/sys/fs/cgroup/blkio"
 // write from the node's own threads) crawl; the rest of the cluster is
 // left as is.
 func (c *campaign) slowDisk(ctx context.Context, hold time.Duration) (string, error) {
-	id := c.partitionLeader(ctx)
-	if c.rng.IntN(2) == 0 {
-		id = c.follower(ctx)
-	}
-	n := c.nodes[id-1]
-	if n.disk == nil {
-		return "skipped: the nodes' data is not on file systems of their own", nil
+	id, n, skip := c.diskNode(ctx)
+	if skip != "" {
+		return skip, nil
 	}
 	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_bps_device")); err != nil {
 		return "skipped: no cgroup v1 block I/O controller to throttle the disk with", nil

@@ -1,36 +1,17 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/hermes-mq/hermes/internal/broker"
 )
 
 // With authentication required, the console's files are served to
 // anyone (its login page must load), while the APIs it calls are not.
 func TestConsolePublicUnderAuth(t *testing.T) {
-	var cfg broker.Config
-	cfg.DataDir = t.TempDir()
-	cfg.Auth.Required = true
-	s, err := Start(Config{
-		Broker: cfg, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	s := startNode(t, func(c *Config) { c.Broker.Auth.Required = true })
 	base := "http://" + s.HTTPAddr()
 	get := func(p string) (int, string, string) {
 		resp, err := http.Get(base + p)

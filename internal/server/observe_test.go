@@ -27,13 +27,17 @@ import (
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
-func startNode(t *testing.T) *Server {
+func startNode(t *testing.T, opts ...func(*Config)) *Server {
 	t.Helper()
-	s, err := Start(Config{
+	cfg := Config{
 		Broker:   broker.Config{DataDir: t.TempDir()},
 		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Version: "v9.9.9-test",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,19 +262,7 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 // (a real Kafka client) and hermes-wire (the Go client) land in the
 // request metrics under their API, method and code.
 func TestKafkaAndWireRequestsAreCounted(t *testing.T) {
-	s, err := Start(Config{
-		Broker:   broker.Config{DataDir: t.TempDir()},
-		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", WireAddr: "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	s := startNode(t, func(c *Config) { c.KafkaAddr, c.WireAddr = "127.0.0.1:0", "127.0.0.1:0" })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

@@ -375,11 +375,13 @@ const handOverTimeout = 2 * time.Second
 // every acknowledged write is on disk.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("hermes shutting down")
+	start := time.Now()
 	close(s.healthStop)
 	s.health.Shutdown() // NOT_SERVING: load balancers stop sending calls here
 	hctx, hcancel := context.WithTimeout(ctx, handOverTimeout)
 	s.broker.Drain(hctx)
 	hcancel()
+	drained := time.Now()
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
@@ -388,6 +390,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.log.Warn("gRPC calls still running at the shutdown timeout are cut off")
 		s.grpc.Stop()
 	}
 	s.http.Shutdown(ctx)
@@ -397,7 +400,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.wire != nil {
 		s.wire.Close()
 	}
+	callsDone := time.Now()
 	err := s.broker.Close()
-	s.log.Info("hermes stopped")
+	// How long each step took: a slow stop says where it waited.
+	s.log.Info("hermes stopped", "took", time.Since(start).Round(time.Millisecond),
+		"hand_over", drained.Sub(start).Round(time.Millisecond),
+		"calls", callsDone.Sub(drained).Round(time.Millisecond),
+		"close", time.Since(callsDone).Round(time.Millisecond))
 	return err
 }
