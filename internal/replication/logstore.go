@@ -111,6 +111,9 @@ type LogStore struct {
 	// recent holds the newest appended entries, so appends to followers
 	// are built from memory instead of read back from the log.
 	recent entryCache
+	// confs are the configurations SetConfState recorded in this process
+	// since the compaction point, by the index of their change (confAt).
+	confs map[uint64]*pb.ConfState
 	// snap is the owner's state at the compaction point (see Compact),
 	// nil before the first compaction.
 	snap []byte
@@ -496,7 +499,38 @@ func (s *LogStore) SetConfState(cs *pb.ConfState, index uint64) {
 	defer s.mu.Unlock()
 	s.st.conf = proto.Clone(cs).(*pb.ConfState)
 	s.st.confIndex = index
+	if s.confs == nil {
+		s.confs = make(map[uint64]*pb.ConfState)
+	}
+	s.confs[index] = s.st.conf
 	s.dirty = true
+}
+
+// confAt returns the configuration as of index (at or past the
+// compaction point), or nil when it is not known: the current one when
+// no change was applied after index; else the one set by the last change
+// at or below index that this process applied (SetConfState); else the
+// compaction point's, when no change lies between it and index.
+// Lock: mu held.
+func (s *LogStore) confAt(index uint64) *pb.ConfState {
+	if s.st.confIndex <= index {
+		return s.st.conf
+	}
+	var best uint64
+	for i := range s.confs {
+		if i <= index && i > best {
+			best = i
+		}
+	}
+	if best > 0 {
+		return s.confs[best]
+	}
+	for i, e := range s.st.side {
+		if t := e.GetType(); i > s.st.compactIndex && i <= index && (t == pb.EntryType_EntryConfChange || t == pb.EntryType_EntryConfChangeV2) {
+			return nil // a change this process did not see applied
+		}
+	}
+	return s.st.compactConf
 }
 
 // Applied is the index a replica opening this log has applied (raft's
@@ -616,9 +650,19 @@ func (s *LogStore) FirstIndex() (uint64, error) {
 func (s *LogStore) Snapshot() (*pb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The configuration as of the compaction point: the receiver replays
+	// the changes after it. The current one would have them applied twice
+	// (a node removed since came back in a joining replica's voters).
+	conf := s.st.compactConf
+	if conf == nil {
+		conf = s.confAt(s.st.compactIndex)
+	}
+	if conf == nil {
+		conf = s.st.conf // not known (an older state): as before
+	}
 	snap := &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
 		Index: proto.Uint64(s.st.compactIndex), Term: proto.Uint64(s.st.compactTerm),
-		ConfState: proto.Clone(s.st.conf).(*pb.ConfState),
+		ConfState: proto.Clone(conf).(*pb.ConfState),
 	}}
 	if s.st.compactIndex > 0 {
 		snap.Data = binary.AppendVarint(nil, s.st.compactOffset)
@@ -650,6 +694,16 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 		return nil // nothing new to fold, or not stored yet
 	}
 	pos := s.ents[index-s.first]
+	if c := s.confAt(index); c != nil {
+		s.st.compactConf = proto.Clone(c).(*pb.ConfState)
+	} else {
+		s.st.compactConf = nil
+	}
+	for i := range s.confs {
+		if i < index {
+			delete(s.confs, i) // confAt(index) no longer needs them
+		}
+	}
 	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = index, pos.term, pos.next
 	s.ents = append([]entryPos(nil), s.ents[index+1-s.first:]...)
 	s.first = index + 1
@@ -708,7 +762,9 @@ func (s *LogStore) ApplySnapshot(snap *pb.Snapshot) (state []byte, offset int64,
 	s.mu.Lock()
 	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = md.GetIndex(), md.GetTerm(), offset
 	s.st.conf = proto.Clone(md.GetConfState()).(*pb.ConfState)
+	s.st.compactConf = proto.Clone(md.GetConfState()).(*pb.ConfState)
 	s.st.confIndex = md.GetIndex()
+	clear(s.confs)
 	if s.st.hard.GetCommit() < md.GetIndex() {
 		s.st.hard.Commit = proto.Uint64(md.GetIndex())
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"go.etcd.io/raft/v3"
@@ -373,17 +374,17 @@ func TestRaftStateVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Version 3 puts confIndex and catchUp (one uvarint byte each: 0)
-	// after compactOffset; version 2 has confIndex only, version 1
-	// neither.
+	// Version 4 puts confIndex, catchUp and the compactConf flag (one
+	// uvarint byte each: 0) after compactOffset; version 3 has no flag,
+	// version 2 no catchUp either, version 1 no confIndex either.
 	head := func(v uint64) []byte {
 		return binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, v), 4), 2), 100)
 	}
-	h3 := head(3)
-	if string(enc[:len(h3)]) != string(h3) || enc[len(h3)] != 0 || enc[len(h3)+1] != 0 {
-		t.Fatalf("unexpected version 3 layout % x", enc)
+	h4 := head(4)
+	if string(enc[:len(h4)]) != string(h4) || enc[len(h4)] != 0 || enc[len(h4)+1] != 0 || enc[len(h4)+2] != 0 {
+		t.Fatalf("unexpected version 4 layout % x", enc)
 	}
-	rest := enc[len(h3)+2:]
+	rest := enc[len(h4)+3:]
 	v1 := append(head(1), rest...)
 	got, err := decodeState(v1)
 	if err != nil {
@@ -396,12 +397,21 @@ func TestRaftStateVersions(t *testing.T) {
 	if got, err = decodeState(v2); err != nil || got.confIndex != 5 || got.catchUp != 0 || got.hard.GetCommit() != 7 {
 		t.Fatalf("version 2 state read as %+v, %v", got, err)
 	}
+	v3 := append(append(head(3), 5, 9), rest...)
+	if got, err = decodeState(v3); err != nil || got.confIndex != 5 || got.catchUp != 9 || got.compactConf != nil {
+		t.Fatalf("version 3 state read as %+v, %v", got, err)
+	}
 	st.catchUp = 1234
 	if enc, err = st.encode(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = decodeState(enc); err != nil || got.catchUp != 1234 {
-		t.Fatalf("catchUp read back as %d, %v", got.catchUp, err)
+	st.compactConf = &pb.ConfState{Voters: []uint64{1, 2, 3}}
+	st.side[5] = &pb.Entry{Index: proto.Uint64(5), Term: proto.Uint64(2)}
+	if enc, err = st.encode(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = decodeState(enc); err != nil || got.catchUp != 1234 || len(got.compactConf.GetVoters()) != 3 || len(got.side) != 1 {
+		t.Fatalf("version 4 read back as %+v, %v", got, err)
 	}
 }
 
@@ -431,5 +441,57 @@ func TestLogStoreEpochEnd(t *testing.T) {
 		if term != c.term || end != c.end || ok != c.ok {
 			t.Errorf("EpochEnd(%d) = %d, %d, %v; want %d, %d, %v", c.e, term, end, ok, c.term, c.end, c.ok)
 		}
+	}
+}
+
+// The snapshot at the compaction point carries the configuration as of
+// that point, not the current one: a replica that installs it replays the
+// changes after it (a replica added after a node was removed and another
+// came back got the node removed long ago among its voters, and refused
+// the real leader's messages: a replica move never finished).
+func TestSnapshotCarriesTheCompactionPointsConfiguration(t *testing.T) {
+	f := newFixture(t)
+	f.append(confEntry(1, 1, 1), confEntry(2, 1, 2), confEntry(3, 1, 3), dataEntry(4, 1, 2, Proposal{}))
+	for i, v := range [][]uint64{{1}, {1, 2}, {1, 2, 3}} {
+		f.s.SetConfState(&pb.ConfState{Voters: v}, uint64(i+1))
+	}
+	if err := f.s.Compact(4, []byte("state at 4")); err != nil {
+		t.Fatal(err)
+	}
+	// Later: node 7 comes and 3 goes, 3 comes back and 7 goes, 8 comes.
+	f.append(confEntry(5, 1, 7), confEntry(6, 1, 3), dataEntry(7, 1, 2, Proposal{}), confEntry(8, 1, 3), confEntry(9, 1, 7), confEntry(10, 1, 8))
+	for i, v := range [][]uint64{{1, 2, 3, 7}, {1, 2, 7}, nil, {1, 2, 3, 7}, {1, 2, 3}, {1, 2, 3, 8}} {
+		if v != nil {
+			f.s.SetConfState(&pb.ConfState{Voters: v}, uint64(i+5))
+		}
+	}
+	want := []uint64{1, 2, 3}
+	snapVoters := func() []uint64 {
+		snap, err := f.s.Snapshot()
+		if err != nil || snap.GetMetadata().GetIndex() != 4 {
+			t.Fatalf("snapshot: %+v, %v", snap.GetMetadata(), err)
+		}
+		return snap.GetMetadata().GetConfState().GetVoters()
+	}
+	if got := snapVoters(); !slices.Equal(got, want) {
+		t.Fatalf("snapshot at 4 carries voters %v, want %v (the configuration then)", got, want)
+	}
+	if err := f.s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.reopen()
+	if got := snapVoters(); !slices.Equal(got, want) {
+		t.Fatalf("after a reopen the snapshot at 4 carries voters %v, want %v", got, want)
+	}
+	if _, cs, _ := f.s.InitialState(); !slices.Equal(cs.GetVoters(), []uint64{1, 2, 3, 8}) {
+		t.Fatalf("current voters %v", cs.GetVoters())
+	}
+	// Compacting past the moves: the configuration then is the current one.
+	if err := f.s.Compact(10, []byte("state at 10")); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := f.s.Snapshot()
+	if got := snap.GetMetadata().GetConfState().GetVoters(); !slices.Equal(got, []uint64{1, 2, 3, 8}) {
+		t.Fatalf("snapshot at 10 carries voters %v", got)
 	}
 }

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -53,6 +54,7 @@ func (r *Replica) handleReadies() error {
 		}
 		r.persisted(apps)
 		if msgs := r.withholdCampaign(rd.Messages); len(msgs) > 0 {
+			addReceiver(msgs)
 			r.tr.Send(r.cfg.Group, msgs)
 		}
 		if err := r.apply(rd.CommittedEntries); err != nil {
@@ -79,6 +81,33 @@ func (r *Replica) handleReadies() error {
 		}
 	}
 	return nil
+}
+
+// addReceiver makes each snapshot sent name its receiver among the
+// voters. A snapshot carries the configuration as of the compaction
+// point (the receiver replays the changes after it), and a replica added
+// since is not in it; etcd raft refuses to install a snapshot whose
+// configuration lacks the receiver. Adding it is what the replay does
+// anyway when it reaches the change that added it (adding a voter twice
+// changes nothing).
+func addReceiver(msgs []*pb.Message) {
+	for i, m := range msgs {
+		if m.GetType() != pb.MessageType_MsgSnap || m.GetSnapshot().GetMetadata() == nil {
+			continue
+		}
+		cs := m.GetSnapshot().GetMetadata().GetConfState()
+		to := m.GetTo()
+		if slices.Contains(cs.GetVoters(), to) || slices.Contains(cs.GetLearners(), to) ||
+			slices.Contains(cs.GetVotersOutgoing(), to) || slices.Contains(cs.GetLearnersNext(), to) {
+			continue
+		}
+		c := proto.Clone(m).(*pb.Message)
+		if c.Snapshot.Metadata.ConfState == nil {
+			c.Snapshot.Metadata.ConfState = &pb.ConfState{}
+		}
+		c.Snapshot.Metadata.ConfState.Voters = append(c.Snapshot.Metadata.ConfState.Voters, to)
+		msgs[i] = c
+	}
 }
 
 // installSnapshot replaces this replica's log and state by the leader's

@@ -32,7 +32,13 @@ type raftState struct {
 	// or stands for election (0: none): it lost entries it had
 	// acknowledged, and a vote of it could elect a leader without them.
 	catchUp uint64
-	side    map[uint64]*pb.Entry
+	// compactConf is the configuration as of compactIndex, which a
+	// snapshot at the compaction point must carry (the entries after it,
+	// configuration changes included, are replayed on top); nil when not
+	// known (states written before it was kept): then the snapshot
+	// carries conf, as it did.
+	compactConf *pb.ConfState
+	side        map[uint64]*pb.Entry
 }
 
 func newRaftState() *raftState {
@@ -41,14 +47,17 @@ func newRaftState() *raftState {
 
 // stateVersion 2 added confIndex; version 1 states are read with
 // confIndex at their commit, which is what version 1 assumed. Version 3
-// added catchUp (0 in older states).
-const stateVersion = 3
+// added catchUp (0 in older states), version 4 compactConf (a flag, then
+// the message after the ConfState).
+const stateVersion = 4
 
 var errBadState = errors.New("replication: malformed raft state")
 
 // encode lays the state out as: version, compactIndex, compactTerm,
-// compactOffset, confIndex, catchUp (uvarints/varint), then length-prefixed
-// protobufs: the HardState, the ConfState and each side entry.
+// compactOffset, confIndex, catchUp, whether compactConf follows, the
+// number of side entries (uvarints/varint), then length-prefixed
+// protobufs: the HardState, the ConfState, compactConf if set, and each
+// side entry.
 func (s *raftState) encode() ([]byte, error) {
 	b := binary.AppendUvarint(nil, stateVersion)
 	b = binary.AppendUvarint(b, s.compactIndex)
@@ -57,10 +66,16 @@ func (s *raftState) encode() ([]byte, error) {
 	b = binary.AppendUvarint(b, s.confIndex)
 	b = binary.AppendUvarint(b, s.catchUp)
 	msgs := []proto.Message{s.hard, s.conf}
+	if s.compactConf != nil {
+		b = binary.AppendUvarint(b, 1)
+		msgs = append(msgs, s.compactConf)
+	} else {
+		b = binary.AppendUvarint(b, 0)
+	}
 	for _, e := range s.sortedSide() {
 		msgs = append(msgs, e)
 	}
-	b = binary.AppendUvarint(b, uint64(len(msgs)-2))
+	b = binary.AppendUvarint(b, uint64(len(s.side)))
 	for _, m := range msgs {
 		enc, err := proto.Marshal(m)
 		if err != nil {
@@ -86,9 +101,14 @@ func decodeState(b []byte) (*raftState, error) {
 	if v >= 3 {
 		s.catchUp = r.uvarint()
 	}
+	hasCompactConf := v >= 4 && r.uvarint() == 1
 	n := r.uvarint()
 	r.message(s.hard)
 	r.message(s.conf)
+	if hasCompactConf {
+		s.compactConf = &pb.ConfState{}
+		r.message(s.compactConf)
+	}
 	if v == 1 {
 		s.confIndex = s.hard.GetCommit()
 	}
