@@ -45,8 +45,8 @@ package e2e
 // examples that start servers of their own. Before a block runs, every
 // 127.0.0.1:PORT and localhost:PORT in it is rewritten, the same way in
 // every block of the file: a default to the port of the file's broker,
-// unless a `hermes serve` line of the file listens on it (the cluster
-// example's first node on 50051); that, and any other port, to a free
+// unless a `hermes serve` line of the file listens on it; that, and any
+// other port, to a free
 // port. The test's broker and servers therefore never
 // depend on those ports being free, and a reader's broker on them is left
 // alone.
@@ -73,6 +73,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermes-mq/hermes/internal/testcluster"
 )
 
 var docsShellLangs = map[string]bool{"sh": true, "bash": true, "shell": true, "console": true}
@@ -266,12 +268,13 @@ func parseDocAnnotation(s string) (docBlock, []string) {
 // hosts (the clients find them on their own).
 var docsForbidden = []struct{ re, why string }{
 	{`(?i)\bdocument\s+0\d\d\b`, "a work document reference"},
-	{`(?i)\b(issue|ticket|bug)\s*#\s*\d+`, "a tracker reference"},
+	{`(?i)\b(issue|ticket|bug)\s*#?\s*\d+`, "a tracker reference"},
 	{`(?i)\bsession\s+#?\d+\b`, "a work session reference"},
 	{`(?i)\b(this|previous|earlier|last|next|our|agent|coding|work)\s+session\b`, "a work session reference"},
 	{`(?i)\b(the brief|claude|chatgpt|llm)\b`, "a reference to how the text was written"},
 	{`(^|[\s("'=])/(work|root|home|Users)/`, "a path outside the repository"},
 	{`\.library/`, "a path outside the repository"},
+	{`\.\./shared\b|(?i)\bseeds/`, "a path outside the repository"},
 	{`(?i)\b(proxy\.golang\.org|sum\.golang\.org|pypi\.org|files\.pythonhosted\.org|registry\.npmjs\.org|registry\.yarnpkg\.com|(static\.|index\.)?crates\.io|repo1?\.maven(\.apache)?\.org|registry-1\.docker\.io)\b`, "a package registry host"},
 }
 
@@ -547,8 +550,8 @@ func (d *docsEnv) runFile(t *testing.T, fi int, file string, blocks []docBlock) 
 
 	// The file's broker, on free ports. ports maps a port of the docs to
 	// the port the test uses: the defaults to the broker's, unless a block
-	// of the file starts a server of its own on one (the cluster example's
-	// first node on 50051); those, and all others, to free ports.
+	// of the file starts a server of its own on one; those, and all
+	// others, to free ports.
 	own := map[string]string{}
 	ports := map[string]string{}
 	served := map[string]bool{}
@@ -698,4 +701,90 @@ func docsTail(path string, n int) string {
 		lines = append([]string{"..."}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// sourceForbidden are the docsForbidden patterns that apply to the text
+// of the SDKs, the console and the deployment files too (the session
+// patterns do not: a subscription's "next session" is an SDK's word).
+func sourceForbidden() []struct{ re, why string } {
+	var out []struct{ re, why string }
+	for _, fb := range docsForbidden {
+		if !strings.Contains(fb.why, "session") {
+			out = append(out, fb)
+		}
+	}
+	return out
+}
+
+// TestUserFacingText: what users read besides the docs says nothing of
+// how Hermes was made either: the help of every command of the built
+// binary (docsForbidden, all of it), and the sources of the SDKs, the
+// console, the protocol definitions and the deployment files
+// (sourceForbidden; lockfiles, which name their registries, are not read).
+func TestUserFacingText(t *testing.T) {
+	bin := testcluster.Binary(t)
+	seen := map[string]bool{}
+	var walk func(path []string)
+	walk = func(path []string) {
+		key := strings.Join(path, " ")
+		if seen[key] {
+			return
+		}
+		seen[key] = true
+		out, err := exec.Command(bin, append(path, "--help")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("hermes %s --help: %v\n%s", key, err, out)
+		}
+		text := string(out)
+		for _, fb := range docsForbidden {
+			if m := regexp.MustCompile(fb.re).FindString(text); m != "" {
+				t.Errorf("hermes %s --help: %s: %q", key, fb.why, m)
+			}
+		}
+		_, cmds, ok := strings.Cut(text, "Available Commands:\n")
+		if !ok {
+			return
+		}
+		cmds, _, _ = strings.Cut(cmds, "\n\n")
+		for _, ln := range strings.Split(cmds, "\n") {
+			if f := strings.Fields(ln); len(f) > 0 {
+				walk(append(append([]string(nil), path...), f[0]))
+			}
+		}
+	}
+	walk(nil)
+	if len(seen) < 40 {
+		t.Fatalf("read the help of only %d commands", len(seen))
+	}
+
+	root := docsRoot(t)
+	var files []string
+	for _, dir := range []string{"clients/python/src", "clients/typescript/src", "clients/rust/src", "pkg", "proto", "web/console/src", "deploy"} {
+		filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.HasSuffix(p, "_test.go") && !strings.Contains(p, "lock") {
+				files = append(files, p)
+			}
+			return nil
+		})
+	}
+	if len(files) < 50 {
+		t.Fatalf("found only %d source files", len(files))
+	}
+	pats := sourceForbidden()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fb := range pats {
+			re := regexp.MustCompile(fb.re)
+			for i, ln := range strings.Split(string(data), "\n") {
+				if m := re.FindString(ln); m != "" {
+					rel, _ := filepath.Rel(root, f)
+					t.Errorf("%s:%d: %s: %q", rel, i+1, fb.why, strings.TrimSpace(m))
+				}
+			}
+		}
+	}
+	t.Logf("help of %d commands and %d source files read", len(seen), len(files))
 }

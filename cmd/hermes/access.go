@@ -95,7 +95,7 @@ func newUserCmd() *cobra.Command {
   hermes user list`}
 	var stdin bool
 	var bf1, bf2, bf3, bf4 brokerFlags
-	var out4 outputFlag
+	var out1, out2, out3, out4 outputFlag
 	create := &cobra.Command{
 		Use: "create NAME", Short: "Create a user", Args: cobra.ExactArgs(1),
 		Example: "  printf '%s\\n' \"$PASSWORD\" | hermes user create alice --password-stdin",
@@ -108,12 +108,12 @@ func newUserCmd() *cobra.Command {
 				if _, err := c.CreateUser(ctx, &pb.CreateUserRequest{Name: args[0], Password: pw}); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "user %s created\n", args[0])
-				return nil
+				return out1.done(cmd, map[string]any{"user": args[0], "created": true}, "user %s created\n", args[0])
 			})
 		},
 	}
 	bf1.register(create, adminTimeout)
+	out1.register(create)
 	create.Flags().BoolVar(&stdin, "password-stdin", false, "read the password from stdin (else HERMES_NEW_PASSWORD)")
 	passwd := &cobra.Command{
 		Use: "passwd NAME", Short: "Change a user's password", Args: cobra.ExactArgs(1),
@@ -127,12 +127,12 @@ func newUserCmd() *cobra.Command {
 				if _, err := c.SetPassword(ctx, &pb.SetPasswordRequest{Name: args[0], Password: pw}); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", args[0])
-				return nil
+				return out2.done(cmd, map[string]any{"user": args[0], "password_changed": true}, "password of %s changed\n", args[0])
 			})
 		},
 	}
 	bf2.register(passwd, adminTimeout)
+	out2.register(passwd)
 	passwd.Flags().BoolVar(&stdin, "password-stdin", false, "read the password from stdin (else HERMES_NEW_PASSWORD)")
 	del := &cobra.Command{
 		Use: "delete NAME", Short: "Delete a user and revoke its API tokens", Args: cobra.ExactArgs(1),
@@ -142,12 +142,12 @@ func newUserCmd() *cobra.Command {
 				if _, err := c.DeleteUser(ctx, &pb.DeleteUserRequest{Name: args[0]}); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "user %s deleted\n", args[0])
-				return nil
+				return out3.done(cmd, map[string]any{"user": args[0], "deleted": true}, "user %s deleted\n", args[0])
 			})
 		},
 	}
 	bf3.register(del, adminTimeout)
+	out3.register(del)
 	list := &cobra.Command{
 		Use: "list", Short: "List the users", Args: cobra.NoArgs,
 		Example: "  hermes user list\n  hermes user list -o json",
@@ -185,6 +185,7 @@ func newTokenCmd() *cobra.Command {
 		Example: `  hermes token create --principal ci --ttl 720h --description "CI publisher"
   hermes token list`}
 	var (
+		out1, out2    outputFlag
 		out3          outputFlag
 		bf1, bf2, bf3 brokerFlags
 		principal     string
@@ -201,13 +202,15 @@ func newTokenCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), r.Token)
+				err = out1.done(cmd, map[string]any{"token": r.Token, "id": r.Info.Id, "principal": r.Info.Principal,
+					"expires_unix_ms": r.Info.ExpiresUnixMs}, "%s\n", r.Token)
 				fmt.Fprintf(cmd.ErrOrStderr(), "token %s for %s created; it is shown only now\n", r.Info.Id, r.Info.Principal)
-				return nil
+				return err
 			})
 		},
 	}
 	bf1.register(create, adminTimeout)
+	out1.register(create)
 	create.Flags().StringVar(&principal, "principal", "", "the token's principal (default: the caller)")
 	create.Flags().DurationVar(&ttl, "ttl", 0, "expire after this long (0: never)")
 	create.Flags().StringVar(&desc, "description", "", "what the token is for")
@@ -219,12 +222,12 @@ func newTokenCmd() *cobra.Command {
 				if _, err := c.RevokeToken(ctx, &pb.RevokeTokenRequest{Id: args[0]}); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "token %s revoked\n", args[0])
-				return nil
+				return out2.done(cmd, map[string]any{"id": args[0], "revoked": true}, "token %s revoked\n", args[0])
 			})
 		},
 	}
 	bf2.register(revoke, adminTimeout)
+	out2.register(revoke)
 	list := &cobra.Command{
 		Use: "list", Short: "List API tokens (never their secrets)", Args: cobra.NoArgs,
 		Example: "  hermes token list\n  hermes token list -o yaml",
@@ -361,6 +364,7 @@ func newACLCmd() *cobra.Command {
 		Example: `  hermes acl add --principal alice --allow --operation write --resource topic --name orders
   hermes acl list --principal alice`}
 	var (
+		out1, out2    outputFlag
 		out3          outputFlag
 		bf1, bf2, bf3 brokerFlags
 		af1, af2, af3 aclFlags
@@ -378,12 +382,12 @@ func newACLCmd() *cobra.Command {
 				if _, err := c.CreateAcls(ctx, &pb.CreateAclsRequest{Acls: []*pb.Acl{a}}); err != nil {
 					return err
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), "ACL added")
-				return nil
+				return out1.done(cmd, map[string]any{"added": 1}, "ACL added\n")
 			})
 		},
 	}
 	bf1.register(add, adminTimeout)
+	out1.register(add)
 	af1.register(add)
 	remove := &cobra.Command{
 		Use: "remove", Short: "Remove the ACLs the flags match (absent flags match anything)", Args: cobra.NoArgs,
@@ -398,12 +402,12 @@ func newACLCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d ACLs removed\n", r.Deleted)
-				return nil
+				return out2.done(cmd, map[string]any{"removed": r.Deleted}, "%d ACLs removed\n", r.Deleted)
 			})
 		},
 	}
 	bf2.register(remove, adminTimeout)
+	out2.register(remove)
 	af2.register(remove)
 	list := &cobra.Command{
 		Use: "list", Short: "List the ACLs the flags match", Args: cobra.NoArgs,
@@ -456,6 +460,7 @@ func newQuotaCmd() *cobra.Command {
 		Example: `  hermes quota set alice --produce-bytes-per-second 1048576
   hermes quota list`}
 	var (
+		out1     outputFlag
 		out2     outputFlag
 		bf1, bf2 brokerFlags
 		q        pb.Quota
@@ -469,12 +474,12 @@ func newQuotaCmd() *cobra.Command {
 				if _, err := c.SetQuota(ctx, &pb.SetQuotaRequest{Quota: &q}); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "quota of %s set\n", args[0])
-				return nil
+				return out1.done(cmd, map[string]any{"principal": args[0], "set": true}, "quota of %s set\n", args[0])
 			})
 		},
 	}
 	bf1.register(set, adminTimeout)
+	out1.register(set)
 	set.Flags().Int64Var(&q.ProduceBytesPerSecond, "produce-bytes-per-second", 0, "record bytes published per second on each node (0: no limit)")
 	set.Flags().Int64Var(&q.FetchBytesPerSecond, "fetch-bytes-per-second", 0, "record bytes read per second on each node (0: no limit)")
 	set.Flags().Int64Var(&q.RequestsPerSecond, "requests-per-second", 0, "requests per second on each node (0: no limit)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -73,6 +74,7 @@ func longFlagArgs(args []string, known map[string]bool) []string {
 type benchFlags struct {
 	cfg      bench.Config
 	jsonPath string
+	out      outputFlag // its --json is bench's own (a file)
 	quiet    bool
 	pids     string
 	cpuProf  string
@@ -115,6 +117,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&b.cfg.Topic, "topic", "", "topic name prefix (default bench-<scenario>-<time>)")
 	f.BoolVar(&b.cfg.KeepTopics, "keep-topics", false, "do not delete the run's topics at the end")
 	f.BoolVar(&b.quiet, "quiet", false, "no progress line")
+	f.StringVarP(&b.out.format, "output", "o", "table", "output format of the results: table (for people), json or yaml (the report -json writes; progress then goes to stderr)")
 	f.StringVar(&b.cfg.RelayAddr, "relay-addr", "", "-target relay: a running relay (hermes bench relay); default: start one")
 	f.BoolVar(&b.cfg.LatencyDist, "latency-dist", false, "print the end-to-end latency distribution (<20µs, 20-50µs, ... >5ms)")
 	f.StringVar(&b.cpuProf, "cpu-profile", "", "write a CPU profile of this process (the load generator) to this file: what limits the client side")
@@ -151,11 +154,23 @@ func (b *benchFlags) finish(cmd *cobra.Command) error {
 	}
 	b.cfg.User, b.cfg.Password, b.cfg.Token = b.tls.credentials()
 	b.cfg.TLSOn = b.cfg.TLS != nil
+	if _, err := b.out.kind(); err != nil {
+		return err
+	}
 	if !b.quiet {
-		b.cfg.Progress = cmd.OutOrStdout()
-		b.cfg.ProgressTTY = isTerminal(os.Stdout) && cmd.OutOrStdout() == os.Stdout
+		b.cfg.Progress = b.logTo(cmd)
+		b.cfg.ProgressTTY = isTerminal(os.Stdout) && b.cfg.Progress == os.Stdout
 	}
 	return nil
+}
+
+// logTo is where progress goes: stdout, or stderr when stdout carries
+// JSON or YAML for a program.
+func (b *benchFlags) logTo(cmd *cobra.Command) io.Writer {
+	if k, _ := b.out.kind(); k != "table" {
+		return cmd.ErrOrStderr()
+	}
+	return cmd.OutOrStdout()
 }
 
 func isTerminal(f *os.File) bool {
@@ -218,7 +233,9 @@ The command exits with status 1 when verification fails.`,
 				return err
 			}
 			rep.Version, rep.Flags = version, flagValues(cmd)
-			rep.Print(cmd.OutOrStdout())
+			if err := b.out.print(cmd.OutOrStdout(), rep, func() error { rep.Print(cmd.OutOrStdout()); return nil }); err != nil {
+				return err
+			}
 			if b.jsonPath != "" {
 				if err := writeJSONFile(b.jsonPath, rep); err != nil {
 					return err
@@ -288,7 +305,7 @@ one consumer, 78-byte payloads, open loop). It prints a markdown table
 			if err != nil {
 				return fmt.Errorf("-rate-duration: %w", err)
 			}
-			o := bench.MatrixOptions{Targets: targets, Tables: tables, RateDuration: d, PIDs: map[string][]int{}, Log: cmd.OutOrStdout()}
+			o := bench.MatrixOptions{Targets: targets, Tables: tables, RateDuration: d, PIDs: map[string][]int{}, Log: b.logTo(cmd)}
 			for t, s := range pids {
 				if o.PIDs[t], err = parsePIDs(*s); err != nil {
 					return err
@@ -301,8 +318,13 @@ one consumer, 78-byte payloads, open loop). It prints a markdown table
 			rep.Flags = flagValues(cmd)
 			var md strings.Builder
 			rep.Markdown(&md)
-			fmt.Fprintln(cmd.OutOrStdout())
-			fmt.Fprint(cmd.OutOrStdout(), md.String())
+			err = b.out.print(cmd.OutOrStdout(), rep, func() error {
+				_, err := fmt.Fprint(cmd.OutOrStdout(), "\n"+md.String())
+				return err
+			})
+			if err != nil {
+				return err
+			}
 			if mdPath != "" {
 				if err := os.WriteFile(mdPath, []byte(md.String()), 0o644); err != nil {
 					return err

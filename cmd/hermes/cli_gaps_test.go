@@ -380,6 +380,42 @@ func TestOutputFlag(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustHermes(t, "", "group", "list", "-o", "json", a)), &gs); err != nil {
 		t.Errorf("group list -o json: %v", err)
 	}
+
+	// Commands that change something: -o json says what they did, and a
+	// bad -o is refused before anything changes.
+	var acks []ackJSON
+	mustHermes(t, "", "topic", "create", "acks", a)
+	for _, line := range strings.Split(strings.TrimSpace(mustHermes(t, "", "publish", "acks", "-o", "json", "y", "z", a)), "\n") {
+		var ack ackJSON
+		if err := json.Unmarshal([]byte(line), &ack); err != nil {
+			t.Fatalf("publish -o json line %q: %v", line, err)
+		}
+		acks = append(acks, ack)
+	}
+	if len(acks) != 2 || acks[0] != (ackJSON{"acks", 0, 0}) || acks[1] != (ackJSON{"acks", 0, 1}) {
+		t.Errorf("publish -o json: %+v", acks)
+	}
+	var ay ackJSON
+	if y := mustHermes(t, "", "publish", "acks", "-o", "yaml", "w", a); yaml.Unmarshal([]byte(strings.TrimPrefix(y, "---\n")), &ay) != nil || ay.Offset != 2 {
+		t.Errorf("publish -o yaml: %q", y)
+	}
+	if _, _, err := hermes(t, "", "topic", "delete", "out", "-o", "xml", a); err == nil || !strings.Contains(err.Error(), "table, json or yaml") {
+		t.Errorf("topic delete -o xml: %v", err)
+	}
+	mustHermes(t, "", "topic", "describe", "out", a) // still there
+	var del map[string]any
+	if err := json.Unmarshal([]byte(mustHermes(t, "", "topic", "delete", "out", "-o", "json", a)), &del); err != nil ||
+		del["topic"] != "out" || del["deleted"] != true {
+		t.Errorf("topic delete -o json: %v %v", del, err)
+	}
+	var certs devCertsJSON
+	dir := t.TempDir()
+	if err := json.Unmarshal([]byte(mustHermes(t, "", "dev-certs", "--dir", dir, "--nodes", "2", "--clients", "alice", "-o", "json")), &certs); err != nil ||
+		len(certs.Nodes) != 2 || certs.Clients["alice"].Key == "" {
+		t.Errorf("dev-certs -o json: %+v %v", certs, err)
+	} else if _, err := os.Stat(certs.Nodes["2"].Cert); err != nil {
+		t.Errorf("dev-certs -o json names a file it did not write: %v", err)
+	}
 }
 
 func TestVersionAndCompletion(t *testing.T) {

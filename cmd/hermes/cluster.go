@@ -29,6 +29,7 @@ func newClusterCmd() *cobra.Command {
 func newClusterJoinCmd() *cobra.Command {
 	var (
 		bf       brokerFlags
+		out      outputFlag
 		id       uint64
 		raftAddr string
 	)
@@ -55,18 +56,21 @@ placed on it.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %d added (raft %s)\n", id, raftAddr)
-			return nil
+			return out.done(cmd, map[string]any{"node_id": id, "raft_addr": raftAddr, "added": true}, "node %d added (raft %s)\n", id, raftAddr)
 		},
 	}
 	bf.register(cmd, adminTimeout)
+	out.register(cmd)
 	cmd.Flags().Uint64Var(&id, "node-id", 0, "the new node's id")
 	cmd.Flags().StringVar(&raftAddr, "raft-addr", "", "where the new node listens for the other nodes")
 	return cmd
 }
 
 func newClusterRemoveCmd() *cobra.Command {
-	var bf brokerFlags
+	var (
+		bf  brokerFlags
+		out outputFlag
+	)
 	cmd := &cobra.Command{
 		Use:   "remove NODE-ID",
 		Short: "Remove a node from the cluster",
@@ -89,17 +93,18 @@ metadata group. Refused while the node holds partition replicas.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %d removed\n", id)
-			return nil
+			return out.done(cmd, map[string]any{"node_id": id, "removed": true}, "node %d removed\n", id)
 		},
 	}
 	bf.register(cmd, adminTimeout)
+	out.register(cmd)
 	return cmd
 }
 
 func newClusterRebalanceCmd() *cobra.Command {
 	var (
 		bf        brokerFlags
+		out       outputFlag
 		drain     []uint
 		wait      time.Duration
 		stopMoves bool
@@ -134,15 +139,27 @@ a move cannot finish because its new node died.`,
 				resp, err = c.Rebalance(ctx, req)
 				return err
 			})
+			// -o json and yaml print the plan once, at the end (with
+			// whether the moves are done when --wait was given); the table
+			// form prints each step as it comes.
+			kind, _ := out.kind()
+			people := kind == "table"
+			plan := rebalanceJSON{Cancel: stopMoves, Moves: []moveJSON{}}
 			if resp != nil {
 				for _, m := range resp.Moves {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s/%d: %v -> %v\n", m.Topic, m.Partition, m.From, m.To)
+					plan.Moves = append(plan.Moves, moveJSON{Topic: m.Topic, Partition: m.Partition, From: m.From, To: m.To})
+					if people {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s/%d: %v -> %v\n", m.Topic, m.Partition, m.From, m.To)
+					}
 				}
 			}
 			if err != nil {
 				return err
 			}
 			if len(resp.GetMoves()) == 0 {
+				if !people {
+					return out.print(cmd.OutOrStdout(), plan, nil)
+				}
 				if stopMoves {
 					fmt.Fprintln(cmd.OutOrStdout(), "no move in progress")
 				} else {
@@ -151,6 +168,9 @@ a move cannot finish because its new node died.`,
 				return nil
 			}
 			if wait <= 0 {
+				if !people {
+					return out.print(cmd.OutOrStdout(), plan, nil)
+				}
 				return nil
 			}
 			deadline := time.Now().Add(wait)
@@ -166,8 +186,8 @@ a move cannot finish because its new node died.`,
 						}
 					}
 					if moving == 0 {
-						fmt.Fprintln(cmd.OutOrStdout(), "moves done")
-						return nil
+						plan.Done = true
+						return out.done(cmd, plan, "moves done\n")
 					}
 				}
 				if time.Now().After(deadline) {
@@ -179,10 +199,26 @@ a move cannot finish because its new node died.`,
 		},
 	}
 	bf.register(cmd, adminTimeout)
+	out.register(cmd)
 	cmd.Flags().UintSliceVar(&drain, "drain", nil, "move every replica off these nodes")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the moves to finish (0: return at once)")
 	cmd.Flags().BoolVar(&stopMoves, "cancel", false, "stop the moves in progress: send each moving partition back to its replicas")
 	return cmd
+}
+
+// rebalanceJSON is the -o json and -o yaml form of a rebalance.
+type rebalanceJSON struct {
+	Cancel bool       `json:"cancel"`
+	Moves  []moveJSON `json:"moves"`
+	// Done: every move finished (only with --wait).
+	Done bool `json:"done"`
+}
+
+type moveJSON struct {
+	Topic     string   `json:"topic"`
+	Partition int32    `json:"partition"`
+	From      []uint64 `json:"from"`
+	To        []uint64 `json:"to"`
 }
 
 // call runs one admin call against the node at addr, or against the

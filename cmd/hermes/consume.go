@@ -47,7 +47,7 @@ func newConsumeCmd() *cobra.Command {
 		Long: `Print the records of TOPIC as they arrive: by default new records only,
 all partitions, without a group.
 
--o text (the default) prints each payload on a line; -o json prints one
+-o text (the default; -o table is the same) prints each payload on a line; -o json prints one
 object per line with topic, partition, offset, key, headers, message_id,
 timestamp and payload (key, header values and payload are strings when
 they are UTF-8, else base64 in key_base64, value_base64, payload_base64);
@@ -89,7 +89,7 @@ same API.`,
 	f.Int32SliceVarP(&cf.partitions, "partition", "p", nil, "read only these partitions (without --group)")
 	f.IntVarP(&cf.count, "count", "n", 0, "stop after this many records (0: no limit)")
 	f.DurationVar(&cf.idle, "timeout-idle", 0, "stop when no record came for this long (0: wait forever)")
-	f.StringVarP(&cf.format, "output", "o", "text", "output format: text (payloads), json or yaml (one record each)")
+	f.StringVarP(&cf.format, "output", "o", "text", "output format: text or table (payloads), json or yaml (one record each)")
 	f.StringVar(&cf.format, "format", "text", "text or json")
 	_ = f.MarkHidden("format")
 	f.StringVar(&cf.fromTime, "from-timestamp", "", "start at the first record at or after this time: RFC 3339 or Unix milliseconds")

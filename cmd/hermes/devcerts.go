@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,7 +13,10 @@ import (
 func init() { clientCommands = append(clientCommands, newDevCertsCmd) }
 
 func newDevCertsCmd() *cobra.Command {
-	var o tlsconf.DevOptions
+	var (
+		o   tlsconf.DevOptions
+		out outputFlag
+	)
 	cmd := &cobra.Command{
 		Use:   "dev-certs",
 		Short: "Write a CA and node and client certificates for local use and tests",
@@ -35,17 +39,22 @@ issue certificates from your own PKI with the same fields.`,
 			if err := tlsconf.WriteDev(o); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s", tlsconf.CAFile(o.Dir))
+			files := devCertsJSON{CA: tlsconf.CAFile(o.Dir), Nodes: map[string]certJSON{}, Clients: map[string]certJSON{}}
+			certs := []string{files.CA}
 			for id := 1; id <= o.Nodes; id++ {
-				fmt.Fprintf(cmd.OutOrStdout(), ", %s", tlsconf.NodeFiles(o.Dir, uint64(id)).Cert)
+				f := tlsconf.NodeFiles(o.Dir, uint64(id))
+				files.Nodes[fmt.Sprint(id)] = certJSON{f.Cert, f.Key}
+				certs = append(certs, f.Cert)
 			}
 			for _, c := range o.Clients {
-				fmt.Fprintf(cmd.OutOrStdout(), ", %s", tlsconf.ClientFiles(o.Dir, c).Cert)
+				f := tlsconf.ClientFiles(o.Dir, c)
+				files.Clients[c] = certJSON{f.Cert, f.Key}
+				certs = append(certs, f.Cert)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), " (and their keys)")
-			return nil
+			return out.done(cmd, files, "wrote %s (and their keys)\n", strings.Join(certs, ", "))
 		},
 	}
+	out.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.Dir, "dir", "certs", "directory to write into")
 	f.IntVar(&o.Nodes, "nodes", 1, "node certificates to write (node-1 ... node-N)")
@@ -53,4 +62,17 @@ issue certificates from your own PKI with the same fields.`,
 	f.StringSliceVar(&o.Hosts, "hosts", []string{"localhost", "127.0.0.1"}, "names and addresses the node certificates are valid for")
 	f.DurationVar(&o.Validity, "validity", 365*24*time.Hour, "how long the new certificates are valid")
 	return cmd
+}
+
+// devCertsJSON is the -o json and -o yaml form of dev-certs: the files
+// written, by node id and client name.
+type devCertsJSON struct {
+	CA      string              `json:"ca"`
+	Nodes   map[string]certJSON `json:"nodes"`
+	Clients map[string]certJSON `json:"clients"`
+}
+
+type certJSON struct {
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
 }

@@ -117,7 +117,10 @@ func errGroupActive(g *client.GroupInfo, what string) error {
 }
 
 func newGroupDeleteCmd() *cobra.Command {
-	var bf brokerFlags
+	var (
+		bf  brokerFlags
+		out outputFlag
+	)
 	cmd := &cobra.Command{
 		Use:   "delete GROUP",
 		Short: "Delete a consumer group's committed offsets (refused while it has members)",
@@ -140,11 +143,11 @@ first); a group with no committed offsets is not found.`,
 			if err := c.DeleteGroup(ctx, args[0]); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted group %s\n", args[0])
-			return err
+			return out.done(cmd, map[string]any{"group": args[0], "deleted": true}, "deleted group %s\n", args[0])
 		},
 	}
 	bf.register(cmd, adminTimeout)
+	out.register(cmd)
 	return cmd
 }
 

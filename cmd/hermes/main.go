@@ -25,7 +25,9 @@ func newRootCmd() *cobra.Command {
 broker; the other commands talk to one, at --addr (default 127.0.0.1:50051,
 or HERMES_ADDR, or the active profile's address: see "hermes profile").
 
-Commands that print data take -o table|json|yaml.`,
+Every command takes -o table|json|yaml (table, for people, is the
+default; consume's is text) except those that run a server (serve, bench
+relay) and completion, which prints a shell script.`,
 		Example: `  hermes serve --data-dir ./data
   hermes topic create orders --partitions 3
   echo hello | hermes publish orders
@@ -46,6 +48,14 @@ Commands that print data take -o table|json|yaml.`,
 		root.AddCommand(add())
 	}
 	addFallbackExamples(root)
+	// cobra adds the completion command when it executes (it writes to
+	// the output set by then), after this: its examples are added when
+	// help is shown.
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		addFallbackExamples(c.Root())
+		help(c, args)
+	})
 	return root
 }
 
@@ -55,6 +65,13 @@ var fallbackExamples = map[string]string{
 	"hermes bench": `  hermes bench --target hermes --scenario live --duration 30s
   hermes bench --target hermes --scenario crash --workers 4 --json report.json`,
 	"hermes bench matrix": `  hermes bench matrix --targets hermes --md results.md`,
+	"hermes completion": `  hermes completion bash > /etc/bash_completion.d/hermes
+  hermes completion zsh > "${fpath[1]}/_hermes"`,
+	"hermes completion bash": `  hermes completion bash > /etc/bash_completion.d/hermes
+  source <(hermes completion bash)   # this shell only`,
+	"hermes completion zsh":        `  hermes completion zsh > "${fpath[1]}/_hermes"`,
+	"hermes completion fish":       `  hermes completion fish > ~/.config/fish/completions/hermes.fish`,
+	"hermes completion powershell": `  hermes completion powershell | Out-String | Invoke-Expression`,
 }
 
 func addFallbackExamples(c *cobra.Command) {

@@ -18,9 +18,29 @@ type outputFlag struct {
 	asJSON bool // the deprecated --json
 }
 
-// register adds -o/--output and the deprecated --json to cmd.
+// register adds -o/--output and the deprecated --json to cmd, and checks
+// the format before cmd runs: a command that changes something refuses a
+// bad -o before it changes anything.
 func (o *outputFlag) register(cmd *cobra.Command) {
 	o.registerWith(cmd, "table", "output format: table, json or yaml")
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			if _, err := o.kind(); err != nil {
+				return err
+			}
+			return run(cmd, args)
+		}
+	}
+}
+
+// done reports what a command did: the line format (with args) for
+// people, v for -o json and -o yaml.
+func (o *outputFlag) done(cmd *cobra.Command, v any, format string, args ...any) error {
+	w := cmd.OutOrStdout()
+	return o.print(w, v, func() error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	})
 }
 
 func (o *outputFlag) registerWith(cmd *cobra.Command, def, usage string) {

@@ -232,6 +232,7 @@ func newProfileCreateCmd() *cobra.Command {
 	var (
 		p         profile
 		use, over bool
+		out       outputFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -287,10 +288,11 @@ func newProfileCreateCmd() *cobra.Command {
 			if pf.Current == name {
 				active = " (active)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "profile %s saved in %s%s\n", name, path, active)
-			return nil
+			return out.done(cmd, map[string]any{"profile": name, "file": path, "active": pf.Current == name},
+				"profile %s saved in %s%s\n", name, path, active)
 		},
 	}
+	out.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&p.Addr, "addr", "", "broker gRPC address, or a comma-separated list of a cluster's nodes")
 	f.StringVar(&p.HTTPAddr, "http-addr", "", "HTTP address for --protocol rest and graphql (default 127.0.0.1:8080)")
@@ -309,7 +311,8 @@ func newProfileCreateCmd() *cobra.Command {
 }
 
 func newProfileUseCmd() *cobra.Command {
-	return &cobra.Command{
+	var out outputFlag
+	cmd := &cobra.Command{
 		Use:     "use NAME",
 		Short:   "Make a profile the active one",
 		Example: "  hermes profile use prod",
@@ -326,10 +329,11 @@ func newProfileUseCmd() *cobra.Command {
 			if err := pf.save(path); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "active profile: %s\n", args[0])
-			return nil
+			return out.done(cmd, map[string]any{"profile": args[0], "active": true}, "active profile: %s\n", args[0])
 		},
 	}
+	out.register(cmd)
+	return cmd
 }
 
 // profileJSON is one profile in `profile list -o json`; secrets are
@@ -412,7 +416,8 @@ func newProfileListCmd() *cobra.Command {
 }
 
 func newProfileDeleteCmd() *cobra.Command {
-	return &cobra.Command{
+	var out outputFlag
+	cmd := &cobra.Command{
 		Use:     "delete NAME",
 		Short:   "Delete a profile",
 		Example: "  hermes profile delete staging",
@@ -432,8 +437,9 @@ func newProfileDeleteCmd() *cobra.Command {
 			if err := pf.save(path); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "profile %s deleted\n", args[0])
-			return nil
+			return out.done(cmd, map[string]any{"profile": args[0], "deleted": true}, "profile %s deleted\n", args[0])
 		},
 	}
+	out.register(cmd)
+	return cmd
 }

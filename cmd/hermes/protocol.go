@@ -64,8 +64,9 @@ func (p *protocolFlag) register(cmd *cobra.Command) {
 	}
 	cmd.Flags().StringVar(&p.name, "protocol", def, "API to use: grpc, rest or graphql (env HERMES_PROTOCOL)")
 	if f := cmd.Flags().Lookup("addr"); f != nil {
-		f.Usage = "broker gRPC address (env HERMES_ADDR); with --protocol rest or graphql its HTTP address " +
-			"or URL, default " + defaultHTTPAddr + " (HERMES_ADDR is not used)"
+		f.Usage = "broker gRPC address, or a comma-separated list of a cluster's nodes (env HERMES_ADDR); " +
+			"with --protocol rest or graphql its HTTP address or URL (of a list, the first), default " +
+			defaultHTTPAddr + " (HERMES_ADDR is not used)"
 	}
 }
 
@@ -316,9 +317,8 @@ func publishHTTP(ctx context.Context, cmd *cobra.Command, pf *publishFlags, api 
 				if sendErr != nil {
 					err = sendErr
 				} else {
-					a := acks[k]
-					if !pf.quiet {
-						fmt.Fprintf(w, "%d/%d\n", a.Partition, a.Offset)
+					if err := pf.printAck(w, topic, acks[k]); err != nil {
+						return err
 					}
 				}
 				k++

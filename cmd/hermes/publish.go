@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,40 @@ type publishFlags struct {
 	headers   []string
 	partition int32
 	quiet     bool
+	out       outputFlag
+}
+
+// printAck prints where one record went: "partition/offset" (table),
+// one JSON object a line (json) or one YAML document each (yaml).
+func (pf *publishFlags) printAck(w io.Writer, topic string, a client.Ack) error {
+	if pf.quiet {
+		return nil
+	}
+	k, _ := pf.out.kind()
+	v := ackJSON{Topic: topic, Partition: a.Partition, Offset: a.Offset}
+	switch k {
+	case "json":
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		return printYAML(w, v)
+	}
+	_, err := fmt.Fprintf(w, "%d/%d\n", a.Partition, a.Offset)
+	return err
+}
+
+// ackJSON is one record's place in -o json and -o yaml.
+type ackJSON struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
 }
 
 func newPublishCmd() *cobra.Command {
@@ -40,7 +75,9 @@ func newPublishCmd() *cobra.Command {
 		Short: "Publish messages, or each line of stdin when none are given",
 		Long: `Publish the MESSAGE arguments to TOPIC, or, with none, each line of stdin
 (without its line ending; lines up to 16 MiB). Prints "partition/offset" for
-each record in input order unless --quiet. Exits 1 if any record failed.
+each record in input order unless --quiet (-o json: one {"topic",
+"partition", "offset"} object a line; -o yaml: one document each). Exits 1
+if any record failed.
 
 --protocol rest or graphql publishes through that HTTP API instead of gRPC
 (--addr then names the HTTP address, default 127.0.0.1:8080), in batches
@@ -48,6 +85,7 @@ of the records ready, up to 500 per request.`,
 		Example: `  hermes publish orders '{"id":1}' '{"id":2}'
   hermes publish orders --key customer-42 --header source=cli "order placed"
   cat events.jsonl | hermes publish orders --mode eventual -q
+  hermes publish orders -o json '{"id":3}'
   hermes publish orders --protocol rest --addr 127.0.0.1:8080 hello`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,6 +94,7 @@ of the records ready, up to 500 per request.`,
 	}
 	pf.register(cmd, 0)
 	pf.proto.register(cmd)
+	pf.out.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&pf.key, "key", "", "key of every record (chooses the partition); none when not given")
 	f.StringVar(&pf.mode, "mode", "", "delivery mode: consistent, eventual or performance (default: the topic's)")
@@ -116,7 +155,7 @@ func runPublish(cmd *cobra.Command, pf *publishFlags, topic string, msgs []strin
 	}
 	futs := make(chan *client.Future, printWindow)
 	printed := make(chan error, 1)
-	go func() { printed <- printAcks(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), futs, pf.quiet) }()
+	go func() { printed <- printAcks(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), futs, pf, topic) }()
 	readErr := feed(ctx, p, tmpl, msgs, cmd.InOrStdin(), futs)
 	close(futs)
 	closeErr := p.Close(ctx)
@@ -165,7 +204,7 @@ func feed(ctx context.Context, p *client.Producer, tmpl client.Message, msgs []s
 
 // printAcks prints "partition/offset" of each record in order and reports
 // failed ones on errw; it returns an error if any failed.
-func printAcks(ctx context.Context, out, errw io.Writer, futs <-chan *client.Future, quiet bool) error {
+func printAcks(ctx context.Context, out, errw io.Writer, futs <-chan *client.Future, pf *publishFlags, topic string) error {
 	w := bufio.NewWriter(out)
 	defer w.Flush()
 	var n, failed int
@@ -184,12 +223,12 @@ func printAcks(ctx context.Context, out, errw io.Writer, futs <-chan *client.Fut
 			fmt.Fprintf(errw, "hermes: record %d: %v\n", n, err)
 			continue
 		}
-		if !quiet {
-			fmt.Fprintf(w, "%d/%d\n", a.Partition, a.Offset)
+		if err := pf.printAck(w, topic, a); err != nil && first == nil {
+			first = err // stdout failed: the rest is still drained and waited for
 		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d records failed; first: %w", failed, n, first)
 	}
-	return nil
+	return first
 }

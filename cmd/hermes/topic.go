@@ -331,7 +331,10 @@ func newTopicDescribeCmd() *cobra.Command {
 }
 
 func newTopicDeleteCmd() *cobra.Command {
-	var bf brokerFlags
+	var (
+		bf  brokerFlags
+		out outputFlag
+	)
 	cmd := &cobra.Command{
 		Use:     "delete NAME",
 		Short:   "Delete a topic and all its records",
@@ -348,11 +351,11 @@ func newTopicDeleteCmd() *cobra.Command {
 			if err := c.DeleteTopic(ctx, args[0]); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted topic %s\n", args[0])
-			return err
+			return out.done(cmd, map[string]any{"topic": args[0], "deleted": true}, "deleted topic %s\n", args[0])
 		},
 	}
 	bf.register(cmd, adminTimeout)
+	out.register(cmd)
 	return cmd
 }
 
