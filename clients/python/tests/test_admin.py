@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import time
 
 import pytest
@@ -160,3 +162,63 @@ async def test_unary_calls_retry_until_the_node_is_back() -> None:
         await many.close()
     finally:
         node.cleanup()
+
+
+async def test_offsets_for_time(client: hermes.Client, topic_name) -> None:
+    """Per partition, the first offset whose record's timestamp is at or
+    after the time asked, the high watermark when none is that recent; only
+    the partitions asked for when some are."""
+    name = topic_name()
+    await client.create_topic(name, partitions=3)
+    sec = 1_000_000_000
+    base = 1_700_000_000 * sec  # records stamped at known times, seconds apart
+    await client.publish(name, [Record(f"p0-{i}".encode(), timestamp=base + i * sec) for i in range(5)], partition=0)
+    await client.publish(name, [Record(b"p1-a", timestamp=base + 10 * sec)], partition=1)
+    await client.publish(name, [Record(b"p1-b", timestamp=base + 12 * sec)], partition=1)
+    # Partition 2 stays empty.
+
+    stamps = {p: [(m.offset, m.timestamp) for m in (await client.fetch(name, p, 0)).messages] for p in range(3)}
+    assert [t for _, t in stamps[0]] == [base + i * sec for i in range(5)]
+    assert [t for _, t in stamps[1]] == [base + 10 * sec, base + 12 * sec]
+    assert stamps[2] == []
+
+    def expected(partition: int, ts: int) -> hermes.PartitionTimeOffset:
+        hw = len(stamps[partition])
+        first = next((off for off, t in stamps[partition] if t >= ts), hw)
+        return hermes.PartitionTimeOffset(partition=partition, offset=first, start_offset=0, high_watermark=hw)
+
+    times = [0, base - 1, base, base + 1, base + 2 * sec, base + 4 * sec, base + 4 * sec + 1]
+    times += [base + 11 * sec, base + 12 * sec, base + 12 * sec + 1]
+    for ts in times:
+        got = await client.offsets_for_time(name, ts)
+        assert all(isinstance(g, hermes.PartitionTimeOffset) for g in got)
+        assert sorted(got, key=lambda g: g.partition) == [expected(p, ts) for p in range(3)], ts
+    # Spot checks of the expectation itself.
+    assert [g.offset for g in sorted(await client.offsets_for_time(name, base + 1), key=lambda g: g.partition)] == [1, 0, 0]
+    assert [g.offset for g in sorted(await client.offsets_for_time(name, base + 11 * sec), key=lambda g: g.partition)] == [5, 1, 0]
+
+    # A time in the future: the high watermark of each partition.
+    future = await client.offsets_for_time(name, time.time_ns() + 3600 * sec)
+    assert {g.partition: (g.offset, g.high_watermark) for g in future} == {0: (5, 5), 1: (2, 2), 2: (0, 0)}
+
+    # A datetime (aware, or naive as UTC) means the same instant.
+    when = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(
+        microseconds=(base + 2 * sec) // 1000
+    )
+    by_ns = await client.offsets_for_time(name, base + 2 * sec)
+    assert await client.offsets_for_time(name, when) == by_ns
+    assert await client.offsets_for_time(name, when.replace(tzinfo=None)) == by_ns
+
+    # Only the partitions asked for.
+    assert await client.offsets_for_time(name, base + 11 * sec, partitions=[1]) == [expected(1, base + 11 * sec)]
+    two = await client.offsets_for_time(name, base + 3 * sec, partitions=[2, 0])
+    assert sorted(two, key=lambda g: g.partition) == [expected(0, base + 3 * sec), expected(2, base + 3 * sec)]
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        two[0].offset = 9  # type: ignore[misc]
+    with pytest.raises(hermes.TopicNotFoundError):
+        await client.offsets_for_time("py-no-such-topic", base)
+    with pytest.raises(hermes.PartitionNotFoundError):
+        await client.offsets_for_time(name, base, partitions=[7])
+    with pytest.raises(TypeError):
+        await client.offsets_for_time(name, "yesterday")  # type: ignore[arg-type]

@@ -214,3 +214,54 @@ async def test_subscription_fails_for_good_when_the_topic_goes(client: hermes.Cl
     with pytest.raises(hermes.TopicNotFoundError):
         await c.next(timeout=20)
     await c.close()
+
+
+async def test_delete_group(client: hermes.Client, topic_name) -> None:
+    """delete_group forgets a group's committed offsets: the group is gone
+    from list/describe and a new member starts at its start position. It
+    is refused while a member is live, and for a group that has none."""
+    name, group = topic_name(), topic_name("group")
+    await client.create_topic(name)
+    await _produce(client, name, 10)
+    await client.commit_offsets(group, [hermes.PartitionOffset(name, 0, 7)])
+    assert (await client.describe_group(group)).partitions[0].committed_offset == 7
+    assert group in [g.name for g in await client.list_groups()]
+
+    await client.delete_group(group)
+    assert group not in [g.name for g in await client.list_groups()]
+    with pytest.raises(hermes.GroupNotFoundError):
+        await client.describe_group(group)
+    with pytest.raises(hermes.GroupNotFoundError) as ei:
+        await client.delete_group(group)  # nothing left to delete
+    assert ei.value.code is hermes.ErrorCode.GROUP_NOT_FOUND and not ei.value.retriable
+
+    # Without its committed offset, a member starts where its start says.
+    c = await client.subscribe(name, group=group, start=Start.earliest(), ack_mode=AckMode.MANUAL)
+    assert (await c.next(timeout=10)).offset == 0
+    await c.commit()
+    start = time.monotonic()
+    with pytest.raises(hermes.GroupNotEmptyError) as ei2:
+        await client.delete_group(group)  # a live member
+    assert ei2.value.code is hermes.ErrorCode.GROUP_NOT_EMPTY and not ei2.value.retriable
+    assert time.monotonic() - start < 2, "a non-retriable error must not be retried"
+    assert (await client.describe_group(group)).partitions[0].committed_offset == 1
+    await c.close()
+
+    # Once the member has left, the group (with its offset) can go.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            await client.delete_group(group)
+            break
+        except hermes.GroupNotEmptyError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+    with pytest.raises(hermes.GroupNotFoundError):
+        await client.describe_group(group)
+
+
+async def test_delete_unknown_group(client: hermes.Client, topic_name) -> None:
+    with pytest.raises(hermes.GroupNotFoundError) as ei:
+        await client.delete_group(topic_name("never-used-group"))
+    assert ei.value.code is hermes.ErrorCode.GROUP_NOT_FOUND and not ei.value.retriable

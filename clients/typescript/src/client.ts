@@ -175,6 +175,20 @@ export interface PartitionOffset {
   offset: bigint | number;
 }
 
+/** Where a point in time falls in one partition: an answer of {@link Client.offsetsForTime}. */
+export interface PartitionTimeOffset {
+  readonly partition: number;
+  /**
+   * The first offset whose record's timestamp is at or after the time; the
+   * high watermark when no record is that recent.
+   */
+  readonly offset: bigint;
+  /** Oldest offset the partition still retains. */
+  readonly startOffset: bigint;
+  /** Next offset to be written. */
+  readonly highWatermark: bigint;
+}
+
 /** The answer of {@link Client.health}. */
 export interface Health {
   /** `"SERVING"` when healthy. */
@@ -509,6 +523,57 @@ export class Client {
       offsets: offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: BigInt(o.offset) })),
     });
     await this.call("CommitOffsets", pb.CommitOffsetsRequestSchema, pb.CommitOffsetsResponseSchema, req, opts);
+  }
+
+  /**
+   * Deletes a consumer group: forgets its committed offsets, so that a
+   * member joining again starts at its start position.
+   *
+   * @throws GroupNotFoundError when the group has no committed offsets
+   * @throws GroupNotEmptyError while it has live members
+   */
+  async deleteGroup(group: string, opts?: CallOptions): Promise<void> {
+    await this.call(
+      "DeleteGroup",
+      pb.DeleteGroupRequestSchema,
+      pb.DeleteGroupResponseSchema,
+      create(pb.DeleteGroupRequestSchema, { group }),
+      opts,
+    );
+  }
+
+  /**
+   * For each partition of `topic` (those in `partitions` when given;
+   * absent or empty: every one), the first offset whose record's timestamp
+   * is at or after `timestamp` (a Date, or Unix nanoseconds as a bigint,
+   * as for a subscription's `from: { timestamp }`), or the high watermark
+   * when no record is that recent, with the partition's start offset and
+   * high watermark. The offsets suit {@link Client.commitOffsets}, to move
+   * an idle group to a point in time.
+   *
+   * @throws TopicNotFoundError, PartitionNotFoundError
+   */
+  async offsetsForTime(
+    topic: string,
+    timestamp: bigint | Date,
+    partitions?: readonly number[],
+    opts?: CallOptions,
+  ): Promise<PartitionTimeOffset[]> {
+    for (const p of partitions ?? []) {
+      if (!Number.isInteger(p)) throw invalid(`partitions must be integers, got ${String(p)}`);
+    }
+    const req = create(pb.OffsetsForTimeRequestSchema, {
+      topic,
+      partitions: [...(partitions ?? [])],
+      timestampUnixNano: toNanos(timestamp),
+    });
+    const r = await this.call("OffsetsForTime", pb.OffsetsForTimeRequestSchema, pb.OffsetsForTimeResponseSchema, req, opts);
+    return r.partitions.map((p) => ({
+      partition: p.partition,
+      offset: p.offset,
+      startOffset: p.startOffset,
+      highWatermark: p.highWatermark,
+    }));
   }
 
   // -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ export {
   type GroupMember,
   type GroupPartition,
   type PartitionOffset,
+  type PartitionTimeOffset,
   type Health,
   type PublishOptions,
   type FetchOptions,

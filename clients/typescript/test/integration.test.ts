@@ -9,6 +9,7 @@ import {
   ClosedError,
   Consumer,
   type DeliveryMode,
+  GroupNotEmptyError,
   GroupNotFoundError,
   HermesError,
   InvalidArgumentError,
@@ -17,6 +18,7 @@ import {
   MessageTooLargeError,
   NoGroupError,
   PartitionNotFoundError,
+  type PartitionTimeOffset,
   TopicExistsError,
   TopicNotFoundError,
   UnavailableError,
@@ -154,6 +156,89 @@ describe("admin", () => {
     assert.equal(all.messages[0]!.key?.toString(), "k");
     assert.equal(all.messages[0]!.headers[0]!.key, "h");
     assert.equal(all.messages[0]!.headers[0]!.value?.toString(), "v");
+  });
+
+  test("offsetsForTime: the first offset at or after a time, per partition", async () => {
+    const name = topicName("times");
+    await client.createTopic(name, { partitions: 3 });
+    const sec = 1_000_000_000n;
+    const base = 1_700_000_000n * sec; // records stamped at known times, seconds apart
+    await client.publish(
+      name,
+      Array.from({ length: 5 }, (_, i) => ({ payload: `p0-${i}`, timestamp: base + BigInt(i) * sec })),
+      { partition: 0 },
+    );
+    await client.publish(name, [{ payload: "p1-a", timestamp: base + 10n * sec }], { partition: 1 });
+    await client.publish(name, [{ payload: "p1-b", timestamp: base + 12n * sec }], { partition: 1 });
+    // Partition 2 stays empty.
+
+    const stamps: [bigint, bigint][][] = [];
+    for (const p of [0, 1, 2]) {
+      stamps.push((await client.fetch(name, p, 0)).messages.map((m) => [m.offset, m.timestamp]));
+    }
+    assert.deepEqual(
+      stamps[0]!.map(([, t]) => t),
+      [0n, 1n, 2n, 3n, 4n].map((i) => base + i * sec),
+    );
+    assert.deepEqual(
+      stamps[1]!.map(([, t]) => t),
+      [base + 10n * sec, base + 12n * sec],
+    );
+    assert.deepEqual(stamps[2], []);
+
+    const expected = (partition: number, ts: bigint): PartitionTimeOffset => {
+      const hw = BigInt(stamps[partition]!.length);
+      const first = stamps[partition]!.find(([, t]) => t >= ts)?.[0] ?? hw;
+      return { partition, offset: first, startOffset: 0n, highWatermark: hw };
+    };
+    const byPartition = (xs: PartitionTimeOffset[]): PartitionTimeOffset[] =>
+      [...xs].sort((a, b) => a.partition - b.partition);
+
+    const times = [0n, base - 1n, base, base + 1n, base + 2n * sec, base + 4n * sec, base + 4n * sec + 1n];
+    times.push(base + 11n * sec, base + 12n * sec, base + 12n * sec + 1n);
+    for (const ts of times) {
+      const got = await client.offsetsForTime(name, ts);
+      assert.deepEqual(byPartition(got), [0, 1, 2].map((p) => expected(p, ts)), `at ${ts}`);
+    }
+    // Spot checks of the expectation itself.
+    assert.deepEqual(
+      byPartition(await client.offsetsForTime(name, base + 1n)).map((o) => o.offset),
+      [1n, 0n, 0n],
+    );
+    assert.deepEqual(
+      byPartition(await client.offsetsForTime(name, base + 11n * sec)).map((o) => o.offset),
+      [5n, 1n, 0n],
+    );
+
+    // A time in the future: the high watermark of each partition.
+    const future = byPartition(await client.offsetsForTime(name, new Date(Date.now() + 3_600_000)));
+    assert.deepEqual(
+      future.map((o) => [o.partition, o.offset, o.highWatermark]),
+      [
+        [0, 5n, 5n],
+        [1, 2n, 2n],
+        [2, 0n, 0n],
+      ],
+    );
+
+    // A Date means the same instant as its nanoseconds.
+    const ms = (base + 2n * sec) / 1_000_000n;
+    assert.deepEqual(
+      await client.offsetsForTime(name, new Date(Number(ms))),
+      await client.offsetsForTime(name, ms * 1_000_000n),
+    );
+
+    // Only the partitions asked for.
+    assert.deepEqual(await client.offsetsForTime(name, base + 11n * sec, [1]), [expected(1, base + 11n * sec)]);
+    assert.deepEqual(byPartition(await client.offsetsForTime(name, base + 3n * sec, [2, 0])), [
+      expected(0, base + 3n * sec),
+      expected(2, base + 3n * sec),
+    ]);
+
+    await assert.rejects(client.offsetsForTime("no-such-topic", base), TopicNotFoundError);
+    await assert.rejects(client.offsetsForTime(name, base, [7]), PartitionNotFoundError);
+    await assert.rejects(client.offsetsForTime(name, base, [0.5]), InvalidArgumentError);
+    await assert.rejects(client.offsetsForTime(name, new Date(Number.NaN)), InvalidArgumentError);
   });
 });
 
@@ -541,6 +626,66 @@ describe("consumer groups", () => {
     const c = await client.subscribe(name, { group, from: "earliest", ackMode: "manual" });
     assert.equal((await take(c, 1))[0]!.offset, 3n);
     await c.close();
+  });
+});
+
+describe("deleting groups", () => {
+  test("deleteGroup forgets a group's committed offsets", async () => {
+    const name = topicName("delete-group");
+    const group = topicName("g-delete");
+    await client.createTopic(name);
+    await produce(name, 10);
+    await client.commitOffsets(group, [{ topic: name, partition: 0, offset: 7n }]);
+    assert.equal((await client.describeGroup(group)).partitions[0]!.committedOffset, 7n);
+    assert.ok((await client.listGroups()).some((g) => g.group === group));
+
+    await client.deleteGroup(group);
+    assert.ok(!(await client.listGroups()).some((g) => g.group === group), "gone from listGroups");
+    await assert.rejects(client.describeGroup(group), GroupNotFoundError);
+    await assert.rejects(client.deleteGroup(group), (e: unknown) => {
+      assert.ok(e instanceof GroupNotFoundError);
+      assert.equal(e.code, ErrorCode.GROUP_NOT_FOUND);
+      assert.equal(e.retriable, false);
+      return true;
+    });
+
+    // Without its committed offset, a member starts where its start says.
+    const c = await client.subscribe(name, { group, from: "earliest", ackMode: "manual" });
+    assert.equal((await take(c, 1))[0]!.offset, 0n);
+    await c.commit();
+    const started = Date.now();
+    await assert.rejects(client.deleteGroup(group), (e: unknown) => {
+      assert.ok(e instanceof GroupNotEmptyError, String(e));
+      assert.equal(e.code, ErrorCode.GROUP_NOT_EMPTY);
+      assert.equal(e.retriable, false);
+      return true;
+    });
+    assert.ok(Date.now() - started < 2000, "a non-retriable error is not retried");
+    assert.equal((await client.describeGroup(group)).partitions[0]!.committedOffset, 1n);
+    await c.close();
+
+    // Once the member has left, the group (with its offset) can go.
+    await eventually(
+      async () => {
+        try {
+          await client.deleteGroup(group);
+          return true;
+        } catch (e) {
+          if (e instanceof GroupNotEmptyError) return false;
+          throw e;
+        }
+      },
+      10_000,
+      "the group to be deletable after its member left",
+    );
+    await assert.rejects(client.describeGroup(group), GroupNotFoundError);
+  });
+
+  test("deleting an unknown group is a GroupNotFoundError", async () => {
+    await assert.rejects(
+      client.deleteGroup(topicName("g-never-used")),
+      (e: unknown) => e instanceof GroupNotFoundError && !e.retriable && e.code === ErrorCode.GROUP_NOT_FOUND,
+    );
   });
 });
 

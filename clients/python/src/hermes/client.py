@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as _dt
 import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
@@ -34,10 +35,12 @@ from .types import (
     Message,
     Mode,
     PartitionOffset,
+    PartitionTimeOffset,
     RecordMetadata,
     RetryPolicy,
     Start,
     TopicInfo,
+    _unix_nanos,
 )
 
 if TYPE_CHECKING:
@@ -439,6 +442,41 @@ class Client:
             offsets=[pb.PartitionOffset(topic=o[0], partition=o[1], offset=o[2]) for o in offsets],
         )
         await self._call("CommitOffsets", req)
+
+    async def delete_group(self, group: str) -> None:
+        """Deletes a consumer group: forgets its committed offsets, so that
+        a member joining again starts at its start position.
+
+        Raises :class:`GroupNotFoundError` when the group has no committed
+        offsets, :class:`GroupNotEmptyError` while it has live members.
+        """
+        await self._call("DeleteGroup", pb.DeleteGroupRequest(group=group))
+
+    async def offsets_for_time(
+        self,
+        topic: str,
+        timestamp: Union[int, _dt.datetime],
+        partitions: Optional[Iterable[int]] = None,
+    ) -> list[PartitionTimeOffset]:
+        """For each partition of ``topic`` (those in ``partitions`` when
+        given; None or empty: every one), the first offset whose record's
+        timestamp is at or after ``timestamp``, or the high watermark when
+        no record is that recent, with the partition's start offset and
+        high watermark. ``timestamp`` is a datetime (naive ones are taken
+        as UTC) or Unix nanoseconds (int), as for :meth:`Start.timestamp`.
+        The offsets suit :meth:`commit_offsets`, to move an idle group to
+        a point in time.
+
+        Raises :class:`TopicNotFoundError`, :class:`PartitionNotFoundError`.
+        """
+        req = pb.OffsetsForTimeRequest(topic=topic, timestamp_unix_nano=_unix_nanos(timestamp))
+        if partitions is not None:
+            for p in partitions:
+                if isinstance(p, bool) or not isinstance(p, int):
+                    raise TypeError(f"partitions must be ints, not {type(p).__name__}")
+                req.partitions.append(p)
+        r = await self._call("OffsetsForTime", req)
+        return [PartitionTimeOffset(p.partition, p.offset, p.start_offset, p.high_watermark) for p in r.partitions]
 
     # -- records ------------------------------------------------------------
 

@@ -25,6 +25,7 @@ __all__ = [
     "GroupPartition",
     "GroupInfo",
     "PartitionOffset",
+    "PartitionTimeOffset",
     "RecordMetadata",
     "Message",
     "HealthStatus",
@@ -97,6 +98,19 @@ class AckMode(enum.Enum):
         return pb.ACK_MODE_UNSPECIFIED
 
 
+def _unix_nanos(when: Union[int, _dt.datetime]) -> int:
+    """A point in time as Unix nanoseconds: a datetime (naive ones are
+    taken as UTC), or Unix nanoseconds (int) as they are."""
+    if isinstance(when, _dt.datetime):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=_dt.timezone.utc)
+        delta = when - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if isinstance(when, bool) or not isinstance(when, int):
+        raise TypeError("timestamp must be a datetime or Unix nanoseconds (int)")
+    return when
+
+
 class Start:
     """Where a subscription starts (for a group: only on partitions the
     group has committed nothing for). Build one with the class methods."""
@@ -130,16 +144,7 @@ class Start:
     def timestamp(cls, when: Union[int, _dt.datetime]) -> "Start":
         """At the first record with a timestamp at or after ``when``: a
         datetime (naive ones are taken as UTC), or Unix nanoseconds (int)."""
-        if isinstance(when, _dt.datetime):
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=_dt.timezone.utc)
-            delta = when - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-            ns = (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-        elif isinstance(when, bool) or not isinstance(when, int):
-            raise TypeError("timestamp must be a datetime or Unix nanoseconds (int)")
-        else:
-            ns = when
-        return cls("timestamp", ns)
+        return cls("timestamp", _unix_nanos(when))
 
     def _proto(self) -> pb.StartPosition:
         if self.kind == "latest":
@@ -292,6 +297,21 @@ class PartitionOffset(NamedTuple):
     topic: str
     partition: int
     offset: int
+
+
+@dataclass(frozen=True)
+class PartitionTimeOffset:
+    """Where a point in time falls in one partition, as
+    :meth:`Client.offsets_for_time` answers it."""
+
+    partition: int
+    #: The first offset whose record's timestamp is at or after the time;
+    #: the high watermark when no record is that recent.
+    offset: int
+    #: Oldest offset the partition still retains.
+    start_offset: int
+    #: Next offset to be written.
+    high_watermark: int
 
 
 class RecordMetadata(NamedTuple):

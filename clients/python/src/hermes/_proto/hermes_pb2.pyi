@@ -807,6 +807,44 @@ class DescribeGroupRequest(_message.Message):
     group: str
     def __init__(self, group: _Optional[str] = ...) -> None: ...
 
+class DeleteGroupRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class DeleteGroupResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class OffsetsForTimeRequest(_message.Message):
+    __slots__ = ("topic", "partitions", "timestamp_unix_nano")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    timestamp_unix_nano: int
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ..., timestamp_unix_nano: _Optional[int] = ...) -> None: ...
+
+class PartitionTimeOffset(_message.Message):
+    __slots__ = ("partition", "offset", "start_offset", "high_watermark")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    offset: int
+    start_offset: int
+    high_watermark: int
+    def __init__(self, partition: _Optional[int] = ..., offset: _Optional[int] = ..., start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+
+class OffsetsForTimeResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionTimeOffset]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionTimeOffset, _Mapping]]] = ...) -> None: ...
+
 class GroupMember(_message.Message):
     __slots__ = ("member_id", "client_id", "topic", "partitions")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]

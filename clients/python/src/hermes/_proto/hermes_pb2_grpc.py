@@ -94,6 +94,16 @@ class HermesStub:
                 request_serializer=hermes_dot_v1_dot_hermes__pb2.DescribeGroupRequest.SerializeToString,
                 response_deserializer=hermes_dot_v1_dot_hermes__pb2.DescribeGroupResponse.FromString,
                 _registered_method=True)
+        self.DeleteGroup = channel.unary_unary(
+                '/hermes.v1.Hermes/DeleteGroup',
+                request_serializer=hermes_dot_v1_dot_hermes__pb2.DeleteGroupRequest.SerializeToString,
+                response_deserializer=hermes_dot_v1_dot_hermes__pb2.DeleteGroupResponse.FromString,
+                _registered_method=True)
+        self.OffsetsForTime = channel.unary_unary(
+                '/hermes.v1.Hermes/OffsetsForTime',
+                request_serializer=hermes_dot_v1_dot_hermes__pb2.OffsetsForTimeRequest.SerializeToString,
+                response_deserializer=hermes_dot_v1_dot_hermes__pb2.OffsetsForTimeResponse.FromString,
+                _registered_method=True)
         self.Health = channel.unary_unary(
                 '/hermes.v1.Hermes/Health',
                 request_serializer=hermes_dot_v1_dot_hermes__pb2.HealthRequest.SerializeToString,
@@ -270,6 +280,27 @@ class HermesServicer:
 
     def DescribeGroup(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroup(self, request, context):
+        """DeleteGroup forgets a group's committed offsets. Refused with
+        FAILED_PRECONDITION (GROUP_NOT_EMPTY) while the group has live
+        members; NOT_FOUND (GROUP_NOT_FOUND) when it has no committed
+        offsets. Needs delete on the group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetsForTime(self, request, context):
+        """OffsetsForTime returns, for each partition asked (all of the topic's
+        when none are), the first offset whose record timestamp is at or
+        after timestamp_unix_nano, or the high watermark when none is, with
+        the partition's start offset and high watermark. Needs describe on
+        the topic.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -466,6 +497,16 @@ def add_HermesServicer_to_server(servicer, server):
                     servicer.DescribeGroup,
                     request_deserializer=hermes_dot_v1_dot_hermes__pb2.DescribeGroupRequest.FromString,
                     response_serializer=hermes_dot_v1_dot_hermes__pb2.DescribeGroupResponse.SerializeToString,
+            ),
+            'DeleteGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroup,
+                    request_deserializer=hermes_dot_v1_dot_hermes__pb2.DeleteGroupRequest.FromString,
+                    response_serializer=hermes_dot_v1_dot_hermes__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'OffsetsForTime': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetsForTime,
+                    request_deserializer=hermes_dot_v1_dot_hermes__pb2.OffsetsForTimeRequest.FromString,
+                    response_serializer=hermes_dot_v1_dot_hermes__pb2.OffsetsForTimeResponse.SerializeToString,
             ),
             'Health': grpc.unary_unary_rpc_method_handler(
                     servicer.Health,
@@ -882,6 +923,60 @@ class Hermes:
             '/hermes.v1.Hermes/DescribeGroup',
             hermes_dot_v1_dot_hermes__pb2.DescribeGroupRequest.SerializeToString,
             hermes_dot_v1_dot_hermes__pb2.DescribeGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hermes.v1.Hermes/DeleteGroup',
+            hermes_dot_v1_dot_hermes__pb2.DeleteGroupRequest.SerializeToString,
+            hermes_dot_v1_dot_hermes__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetsForTime(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hermes.v1.Hermes/OffsetsForTime',
+            hermes_dot_v1_dot_hermes__pb2.OffsetsForTimeRequest.SerializeToString,
+            hermes_dot_v1_dot_hermes__pb2.OffsetsForTimeResponse.FromString,
             options,
             channel_credentials,
             insecure,
