@@ -690,3 +690,223 @@ func hermesCLI(t *testing.T, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestClusterMovesAcrossCompactions: a partition's replicas move three
+// times, with its Raft log compacted by retention before the first move
+// and again between the second and the third, so that each new replica
+// starts from a snapshot taken before some of the configuration changes
+// it then replays. Every move completes, and the replicas end up holding
+// the same bytes. (A snapshot that carried the configuration of its
+// taking instead of its compaction point made a new replica believe a
+// removed node a voter and refuse its real leader.)
+func TestClusterMovesAcrossCompactions(t *testing.T) {
+	nodes := testcluster.StartCluster(t, 3, "--log-level", "info", "--retention-check", "300ms")
+	cs := clusterClients(t, nodes)
+	const topic = "shifting"
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: topic, Config: &pb.TopicConfig{
+			Partitions: 1, ReplicationFactor: 2, SegmentBytes: 1 << 20, RetentionBytes: 2 << 20}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []bool{true, true, true}
+	replicas := func() []uint64 {
+		t.Helper()
+		resp, err := cs[0].DescribeCluster(ctxT(t, 5*time.Second), &pb.DescribeClusterRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range resp.Partitions {
+			if p.Topic == topic {
+				return p.Replicas
+			}
+		}
+		t.Fatalf("no partition %s/0", topic)
+		return nil
+	}
+	span := func(node uint64) (int64, int64) {
+		resp, err := cs[node-1].DescribeTopic(ctxT(t, 5*time.Second), &pb.DescribeTopicRequest{Name: topic})
+		if err != nil {
+			return -1, -1
+		}
+		p := resp.Topic.Partitions[0]
+		return p.StartOffset, p.EndOffset
+	}
+	// compact publishes 5 MiB and waits until every replica has cut its
+	// log past where it was.
+	compact := func() {
+		t.Helper()
+		var before int64
+		for _, r := range replicas() {
+			if s, _ := span(r); s > before {
+				before = s
+			}
+		}
+		for i := 0; i < 5*16; i++ { // 16 batches of 64 records of 1 KiB a MiB
+			publishToLeaderSized(t, cs, live, topic, newIDs(64), 1024)
+		}
+		waitFor(t, 20*time.Second, "retention cuts every replica's log", func() bool {
+			for _, r := range replicas() {
+				if s, _ := span(r); s <= before {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	move := func(round int) {
+		t.Helper()
+		was := replicas()
+		drain := was[0]
+		start := time.Now()
+		hermesCLI(t, "cluster", "rebalance", "--addr", nodes[(round+1)%3].GRPCAddr, "--drain", fmt.Sprint(drain), "--wait", "60s")
+		now := replicas()
+		if slices.Contains(now, drain) || len(now) != 2 {
+			t.Fatalf("round %d: replicas %v after draining node %d from %v", round, now, drain, was)
+		}
+		t.Logf("round %d: replicas %v -> %v in %v", round, was, now, time.Since(start).Round(time.Millisecond))
+	}
+
+	compact()
+	move(1)
+	move(2) // its new replica starts from the snapshot taken before round 1
+	compact()
+	move(3)
+
+	ids := newIDs(10)
+	publishToLeader(t, cs, live, topic, ids)
+	final := replicas()
+	_, end := span(final[0])
+	var ref []byte
+	for _, r := range final {
+		waitFor(t, 20*time.Second, fmt.Sprintf("node %d holds the last records", r), func() bool {
+			_, e := span(r)
+			return e >= end
+		})
+		s, _ := span(r)
+		var raw []byte
+		for off := s; off < end; {
+			resp, err := cs[r-1].Fetch(ctxT(t, 5*time.Second), &pb.FetchRequest{Topic: topic, Offset: off, Packed: true, MaxBytes: 8 << 20})
+			if err != nil {
+				t.Fatalf("node %d: fetch at %d: %v", r, off, err)
+			}
+			if len(resp.Batches) == 0 {
+				t.Fatalf("node %d: nothing at %d, below its end %d", r, off, end)
+			}
+			for _, b := range resp.Batches {
+				raw = append(raw, b.Data...)
+			}
+			off = resp.NextOffset
+		}
+		if ref == nil {
+			ref = raw
+		} else if !bytes.HasSuffix(ref, raw) && !bytes.HasSuffix(raw, ref) {
+			// Retention may cut one replica a segment further than the
+			// other: what both hold must be the same bytes.
+			t.Fatalf("node %d's copy differs from node %d's", r, final[0])
+		}
+	}
+	got := readFrom(t, cs[final[1]-1], topic, 0, end-10)
+	for i, id := range ids {
+		if got[i].MessageID != id {
+			t.Fatalf("record %d is %x, want %x", end-10+int64(i), got[i].MessageID[:4], id[:4])
+		}
+	}
+}
+
+// TestSingleNodeGrowsIntoACluster: a single node (started without
+// --peers) becomes a 3-node cluster by `hermes cluster join` alone; its
+// topic keeps its records, a topic created afterwards is replicated on the
+// three, and after a full stop the first node, restarted with the flags
+// it always had, is a member of that cluster: it waits for the others
+// instead of acting as a cluster of one, then serves both topics.
+func TestSingleNodeGrowsIntoACluster(t *testing.T) {
+	// Node TLS from the start, as the nodes that join it use.
+	n1 := testcluster.StartNode(t, append(testcluster.NodeTLSArgs(t, 1), "--log-level", "info")...)
+	c1, _ := dial(t, n1)
+	if _, err := c1.CreateTopic(ctxT(t, 10*time.Second), &pb.CreateTopicRequest{Name: "before", Config: &pb.TopicConfig{Partitions: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	p0 := int32(0)
+	publish := func(c pb.HermesClient, topic string, ids []record.MessageID) {
+		t.Helper()
+		err := retryUnavailable(t, 30*time.Second, func() error {
+			_, err := c.Publish(ctxT(t, 5*time.Second), &pb.PublishRequest{Topic: topic, Partition: &p0,
+				Mode: pb.DeliveryMode_DELIVERY_MODE_CONSISTENT, Batch: packed(ids, 64)})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("publish to %s: %v", topic, err)
+		}
+	}
+	before := newIDs(10)
+	publish(c1, "before", before)
+
+	nodes := []*testcluster.Node{n1}
+	peers := "1=" + n1.RaftAddr
+	for id := 2; id <= 3; id++ {
+		raft := testcluster.FreeAddr(t)
+		n := testcluster.StartNode(t, "--node-id", fmt.Sprint(id), "--raft-addr", raft,
+			"--peers", fmt.Sprintf("%s,%d=%s", peers, id, raft), "--join", "--log-level", "info")
+		hermesCLI(t, "cluster", "join", "--addr", n1.GRPCAddr, "--node-id", fmt.Sprint(id), "--raft-addr", raft)
+		peers += fmt.Sprintf(",%d=%s", id, raft)
+		nodes = append(nodes, n)
+	}
+	waitFor(t, 20*time.Second, "three nodes registered", func() bool {
+		resp, err := c1.DescribeCluster(ctxT(t, 2*time.Second), &pb.DescribeClusterRequest{})
+		return err == nil && len(resp.Nodes) == 3
+	})
+	err := retryUnavailable(t, 20*time.Second, func() error {
+		_, err := c1.CreateTopic(ctxT(t, 10*time.Second), &pb.CreateTopicRequest{Name: "after", Config: &pb.TopicConfig{Partitions: 1, ReplicationFactor: 3}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := newIDs(10)
+	publish(c1, "after", after)
+
+	for _, n := range nodes {
+		n.Stop()
+	}
+	n1.Launch() // its flags still name no peer
+	time.Sleep(2 * time.Second)
+	if code := n1.ExitCode(); code != -1 {
+		t.Fatalf("the first node exited (%d) while the others were down:\n%s", code, n1.Log(40))
+	}
+	if n1.Ready() {
+		t.Fatal("the first node is ready alone: it acts as a cluster of one")
+	}
+	if !strings.Contains(n1.Log(100), "a member of their cluster") {
+		t.Fatalf("the first node does not say it is a member of the grown cluster:\n%s", n1.Log(40))
+	}
+	testcluster.StartAll(nodes[1:]...)
+	n1.WaitReady()
+	c1, _ = dial(t, n1)
+	for topic, ids := range map[string][]record.MessageID{"before": before, "after": after} {
+		var got []record.Record
+		waitFor(t, 20*time.Second, "the first node reads "+topic, func() bool {
+			resp, err := c1.Fetch(ctxT(t, 5*time.Second), &pb.FetchRequest{Topic: topic, Partition: 0, Offset: 0, Packed: true, MaxBytes: 1 << 20})
+			if err != nil {
+				return false
+			}
+			got = nil
+			for _, b := range resp.Batches {
+				recs, err := record.DecodeRecords(nil, b.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, recs...)
+			}
+			return len(got) == len(ids)
+		})
+		for i, r := range got {
+			if r.MessageID != ids[i] {
+				t.Fatalf("%s record %d is %x, want %x", topic, i, r.MessageID[:4], ids[i][:4])
+			}
+		}
+	}
+	publish(c1, "after", newIDs(5))
+}

@@ -21,6 +21,7 @@ import (
 type graphqlDriver struct {
 	addr  string
 	authz string // authorization header ("": none)
+	extra http.Header
 }
 
 func newGraphQLDriver(t *testing.T, node *testcluster.Node) driver {
@@ -42,6 +43,9 @@ func (d *graphqlDriver) op(ctx context.Context, query string, vars map[string]an
 	req.Header.Set("Content-Type", "application/json")
 	if d.authz != "" {
 		req.Header.Set("Authorization", d.authz)
+	}
+	for k, v := range d.extra {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -211,7 +215,10 @@ func (d *graphqlDriver) Committed(ctx context.Context, group, topic string, part
 func (d *graphqlDriver) Subscribe(ctx context.Context, topic string, o cSubOpts) (cSub, error) {
 	group, ackWait, maxDeliveries := o.Group, o.AckWait, o.MaxDeliveries
 	ctx, cancel := context.WithCancel(ctx)
-	hdr := http.Header{}
+	hdr := d.extra.Clone()
+	if hdr == nil {
+		hdr = http.Header{}
+	}
 	if d.authz != "" {
 		hdr.Set("Authorization", d.authz)
 	}

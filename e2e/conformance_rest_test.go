@@ -21,6 +21,7 @@ import (
 type restDriver struct {
 	base  string
 	authz string // authorization header ("": none)
+	extra http.Header
 }
 
 func newRESTDriver(t *testing.T, node *testcluster.Node) driver {
@@ -31,6 +32,9 @@ func newRESTDriver(t *testing.T, node *testcluster.Node) driver {
 func (d *restDriver) send(req *http.Request) (*http.Response, error) {
 	if d.authz != "" {
 		req.Header.Set("Authorization", d.authz)
+	}
+	for k, v := range d.extra {
+		req.Header[k] = v
 	}
 	return http.DefaultClient.Do(req)
 }

@@ -87,6 +87,14 @@ type cSub interface {
 
 type driverFactory func(t *testing.T, node *testcluster.Node) driver
 
+// limitedDriver is a driver whose protocol cannot express some
+// behaviours (a Kafka client has no per-message acks, say). unsupported
+// returns why it cannot run behaviour, or "" when it can; the suite
+// skips the behaviour with that reason, for that driver only.
+type limitedDriver interface {
+	unsupported(behaviour string) string
+}
+
 // conformanceDrivers lists every protocol the suite runs against.
 var conformanceDrivers = map[string]driverFactory{
 	"grpc": newGRPCDriver,
@@ -134,6 +142,11 @@ func runConformance(t *testing.T, topo topology, nodes []*testcluster.Node) {
 			d := conformanceDrivers[name](t, nodes[0])
 			for _, b := range conformanceBehaviours {
 				t.Run(b.name, func(t *testing.T) {
+					if l, ok := d.(limitedDriver); ok {
+						if why := l.unsupported(b.name); why != "" {
+							t.Skipf("%s cannot express this behaviour: %s", name, why)
+						}
+					}
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
 					b.run(ctx, t, d, fmt.Sprintf("%s-%s", name, b.name), topo)

@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -172,5 +179,109 @@ func TestRelayedMemberKeepsCreditAndPacking(t *testing.T) {
 	remote := deliveries(relayed, "relayed")
 	if !slices.Equal(local, remote) || slices.Max(local) > 2 {
 		t.Fatalf("batches per delivery at the coordinator %v, relayed %v; want the same, at most 2 (the byte credit)", local, remote)
+	}
+}
+
+// spoofedHeaders are names a node might once have trusted from another
+// node or a proxy: the relay marks, a principal, a forwarded user.
+var spoofedHeaders = map[string]string{
+	"hermes-forwarded": "1", "x-hermes-forwarded": "true", "hermes-node": "1", "hermes-relayed": "1",
+	"hermes-principal": "admin", "x-hermes-principal": "admin", "x-forwarded-user": "admin",
+	"x-remote-user": "admin", "remote-user": "admin", "x-forwarded-for": "127.0.0.1",
+}
+
+// TestClientHeadersCannotSkipAuthorization: with authentication on, on
+// every node of a cluster and over gRPC, REST and GraphQL, a client that
+// sets any of those headers is still who its credentials say: a reader
+// cannot publish and no credentials are refused, whatever it claims; its
+// allowed reads still work; nothing it tried is stored.
+func TestClientHeadersCannotSkipAuthorization(t *testing.T) {
+	pwf := filepath.Join(t.TempDir(), "admin-password")
+	if err := os.WriteFile(pwf, []byte("adminpass1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes := testcluster.StartCluster(t, 3, "--auth", "--superusers", "admin", "--bootstrap-user", "admin",
+		"--bootstrap-password-file", pwf, "--log-level", "warn")
+	ctx := ctxT(t, 3*time.Minute)
+	admin := authDriver(t, "grpc", nodes[0], basic("admin", "adminpass1")).(*grpcDriver)
+	err := retryUnavailable(t, 30*time.Second, func() error {
+		_, err := admin.c.CreateUser(ctx, &pb.CreateUserRequest{Name: "bob", Password: "bobpass123"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopic(ctx, "guarded", cTopicConfig{Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := addACL(ctx, admin, "bob", "guarded"); err != nil {
+		t.Fatal(err)
+	}
+	// A record bob may read.
+	if _, err := admin.Publish(ctx, "guarded", "", []cRecord{{Payload: []byte("first")}}); err != nil {
+		t.Fatal(err)
+	}
+	httpHeaders := http.Header{}
+	var md []string
+	for k, v := range spoofedHeaders {
+		httpHeaders.Set(k, v)
+		md = append(md, k, v)
+	}
+	spoofing := func(proto string, n *testcluster.Node, authz string) driver {
+		switch proto {
+		case "grpc":
+			add := func(ctx context.Context) context.Context { return metadata.AppendToOutgoingContext(ctx, md...) }
+			conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithPerRPCCredentials(authHeader(authz)),
+				grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+					return invoker(add(ctx), method, req, reply, cc, opts...)
+				}),
+				grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+					return streamer(add(ctx), desc, cc, method, opts...)
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			return &grpcDriver{c: pb.NewHermesClient(conn)}
+		case "rest":
+			return &restDriver{base: "http://" + n.HTTPAddr, authz: authz, extra: httpHeaders}
+		}
+		return &graphqlDriver{addr: n.HTTPAddr, authz: authz, extra: httpHeaders}
+	}
+	for i, n := range nodes {
+		for _, proto := range []string{"grpc", "rest", "graphql"} {
+			bob := spoofing(proto, n, basic("bob", "bobpass123"))
+			var got []cRecord
+			err := retryUnavailable(t, 20*time.Second, func() error {
+				var err error
+				got, err = bob.Fetch(ctx, "guarded", 0, 0, 10)
+				return err
+			})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("%s on node %d: bob's allowed read under the headers: %v, %d records", proto, i+1, err, len(got))
+			}
+			if _, err := bob.Publish(ctx, "guarded", "", []cRecord{{Payload: []byte("bob")}}); codeOf(err) != "PERMISSION_DENIED" {
+				t.Errorf("%s on node %d: bob's publish under the headers: %s, want PERMISSION_DENIED", proto, i+1, codeOf(err))
+			}
+			if err := bob.CreateTopic(ctx, fmt.Sprintf("bobs-%s-%d", proto, i), cTopicConfig{Partitions: 1}); codeOf(err) != "PERMISSION_DENIED" {
+				t.Errorf("%s on node %d: bob's topic creation under the headers: %s, want PERMISSION_DENIED", proto, i+1, codeOf(err))
+			}
+			anon := spoofing(proto, n, "")
+			if _, err := anon.Publish(ctx, "guarded", "", []cRecord{{Payload: []byte("nobody")}}); codeOf(err) != "UNAUTHENTICATED" {
+				t.Errorf("%s on node %d: a publish without credentials under the headers: %s, want UNAUTHENTICATED", proto, i+1, codeOf(err))
+			}
+		}
+	}
+	got, err := admin.Fetch(ctx, "guarded", 0, 0, 100)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("the topic holds %d records (%v), want only the admin's", len(got), err)
+	}
+	topics, err := admin.c.ListTopics(ctx, &pb.ListTopicsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topics.Topics) != 1 {
+		t.Fatalf("topics %v: bob created some", topics.Topics)
 	}
 }

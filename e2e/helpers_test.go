@@ -64,8 +64,13 @@ func packed(ids []record.MessageID, payloadSize int) []byte {
 // readAll fetches every record of a partition.
 func readAll(t *testing.T, c pb.HermesClient, topic string, partition int32) []record.Record {
 	t.Helper()
+	return readFrom(t, c, topic, partition, 0)
+}
+
+// readFrom fetches every record of a partition from offset off on.
+func readFrom(t *testing.T, c pb.HermesClient, topic string, partition int32, off int64) []record.Record {
+	t.Helper()
 	var out []record.Record
-	off := int64(0)
 	for {
 		resp, err := c.Fetch(ctxT(t, 30*time.Second), &pb.FetchRequest{Topic: topic, Partition: partition, Offset: off, Packed: true, MaxBytes: 8 << 20})
 		if err != nil {

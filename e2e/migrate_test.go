@@ -1,6 +1,11 @@
 package e2e
 
 import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,4 +86,67 @@ func TestOlderSingleNodeDataDirectoryIsMigrated(t *testing.T) {
 	if n := strings.Count(node.Log(1000), "older single-node data directory migrated"); n != 1 {
 		t.Fatalf("the migration ran %d times, want once", n)
 	}
+}
+
+// TestOlderDataDirectoryOnAClusterNodeIsRefused: a node started on such a
+// directory as a member of a cluster (with --peers) refuses to start and
+// says what to do, rather than ignoring the old topics or half reading
+// them; the directory is left as it was, and a single node started on it
+// afterwards migrates it.
+func TestOlderDataDirectoryOnAClusterNodeIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.CopyFS(dir, os.DirFS("testdata/single-node-v0/datadir")); err != nil {
+		t.Fatal(err)
+	}
+	before := treeSizes(t, dir)
+	raft := testcluster.FreeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testcluster.Binary(t), "serve", "--data-dir", dir, "--node-id", "1",
+		"--raft-addr", raft, "--peers", "1="+raft+",2="+testcluster.FreeAddr(t),
+		"--grpc-addr", testcluster.FreeAddr(t), "--http-addr", testcluster.FreeAddr(t), "--kafka-addr", "", "--wire-addr", "")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("serve on an older directory with --peers: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "written by a single node of an earlier Hermes version") ||
+		!strings.Contains(string(out), "start it once as a single node") {
+		t.Fatalf("the refusal does not say what to do:\n%s", out)
+	}
+	// The partition logs are as they were (Pebble rewrites its own files
+	// when it opens), and a single node still migrates the directory.
+	after := treeSizes(t, dir)
+	for f, size := range before {
+		if !strings.HasPrefix(f, "meta/") && after[f] != size {
+			t.Errorf("%s changed: %d bytes, was %d", f, after[f], size)
+		}
+	}
+	node := testcluster.StartNodeFrom(t, dir)
+	c, _ := dial(t, node)
+	if recs := readAll(t, c, "orders", 1); len(recs) != 40 || string(recs[39].Payload) != "order-40" {
+		t.Fatalf("after the refusal, a single node migrated orders/1 to %d records", len(recs))
+	}
+}
+
+// treeSizes maps every file under dir to its size.
+func treeSizes(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	sizes := map[string]int64{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		sizes[rel] = info.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sizes
 }

@@ -141,7 +141,7 @@ func (b *Broker) open() error {
 	if err := b.startCluster(); err != nil {
 		return err
 	}
-	if b.cfg.Cluster.Alone() {
+	if b.cl.Alone() {
 		// A cluster of one leads its metadata group and registered itself
 		// through it before startCluster returned: it has caught up.
 		b.metaSynced.Store(true)
@@ -201,17 +201,32 @@ func (b *Broker) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
+	// Each step's duration is logged: a slow stop says where it waited.
+	var steps []any
+	last := time.Now()
+	step := func(name string) {
+		now := time.Now()
+		steps = append(steps, name, now.Sub(last).Round(time.Millisecond))
+		last = now
+	}
 	close(b.stop)
 	b.EndSubscriptions()
 	b.wg.Wait()
+	step("background")
 	b.groups.close()
+	step("groups")
 	b.cl.Stop() // no more topic changes while the partitions close
+	step("cluster_stop")
 	err := b.closeTopics()
+	step("partitions")
 	b.cl.Close()
 	b.relays.close()
+	step("transport")
 	if e := b.meta.Close(); err == nil {
 		err = e
 	}
+	step("metadata_store")
+	b.log.Info("broker closed", steps...)
 	return err
 }
 
@@ -233,6 +248,25 @@ func (b *Broker) closeTopics() error {
 		}
 	}
 	return first
+}
+
+// goBackground runs f on a goroutine the broker waits for when it
+// closes; false (f not run) once it is closing.
+func (b *Broker) goBackground(f func()) bool {
+	b.mu.RLock()
+	closing := b.closed
+	if !closing {
+		b.wg.Add(1)
+	}
+	b.mu.RUnlock()
+	if closing {
+		return false
+	}
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // NodeID returns this node's id.

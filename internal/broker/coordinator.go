@@ -272,7 +272,7 @@ func (r *memberRelay) Commit(offsets []Offset) error {
 	case err := <-w:
 		return err
 	case <-t.C:
-		return &kindError{kind: ErrUnavailable, retryAfter: time.Second,
+		return &kindError{kind: ErrUnavailable, retryAfter: relayedCommitRetry,
 			msg: fmt.Sprintf("the group coordinator, node %d, did not answer a commit within %s", r.node, relayedCommitWait)}
 	}
 }

@@ -76,6 +76,12 @@ const (
 	coordinatorRetry = 100 * time.Millisecond
 	// subscriptionsRetry: Config.MaxSubscriptions are open.
 	subscriptionsRetry = time.Second
+	// groupStateRetry: a group's claim or committed offsets could not be
+	// written through the metadata group (no quorum, a leader change).
+	groupStateRetry = 200 * time.Millisecond
+	// relayedCommitRetry: the group coordinator did not answer a relayed
+	// commit within relayedCommitWait.
+	relayedCommitRetry = time.Second
 )
 
 // Retriable reports whether err is of a kind a client may retry

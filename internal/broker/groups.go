@@ -117,7 +117,7 @@ func (m *groupManager) seed(name string) error {
 		if errors.Is(err, cluster.ErrNotLeader) {
 			return m.b.notCoordinator()
 		}
-		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("group %q: claim it in the metadata group: %v", name, err)}
+		return &kindError{kind: ErrUnavailable, retryAfter: groupStateRetry, msg: fmt.Sprintf("group %q: claim it in the metadata group: %v", name, err)}
 	}
 	offs := m.b.cl.Meta().GroupOffsets(name)
 	m.mu.Lock()
@@ -644,7 +644,7 @@ func (m *groupManager) persist(group string, epoch uint64, offsets []Offset) err
 		m.b.log.Warn("group claimed by another coordinator: its offsets are no longer written here", "group", group, "err", err)
 		return m.b.notCoordinator()
 	case err != nil:
-		return &kindError{kind: ErrUnavailable, retryAfter: 200 * time.Millisecond, msg: fmt.Sprintf("replicate the offsets of group %q: %v", group, err)}
+		return &kindError{kind: ErrUnavailable, retryAfter: groupStateRetry, msg: fmt.Sprintf("replicate the offsets of group %q: %v", group, err)}
 	}
 	return nil
 }

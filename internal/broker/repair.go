@@ -20,25 +20,6 @@ import (
 // repairTimeout bounds asking one peer for its copy.
 const repairTimeout = 5 * time.Second
 
-// goBackground runs f on a goroutine the broker waits for when it
-// closes; false (f not run) once it is closing.
-func (b *Broker) goBackground(f func()) bool {
-	b.mu.RLock()
-	closing := b.closed
-	if !closing {
-		b.wg.Add(1)
-	}
-	b.mu.RUnlock()
-	if closing {
-		return false
-	}
-	go func() {
-		defer b.wg.Done()
-		f()
-	}()
-	return true
-}
-
 // scheduleRepair repairs, in the background, the damaged batch holding
 // offset; one repair at a time per partition (a read of the batch while
 // one runs fails as before and schedules nothing).
@@ -105,6 +86,15 @@ func (p *partition) peerBatch(node uint64, offset int64) ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), repairTimeout)
 	defer cancel()
+	// A stopping broker waits for its repairs: it does not wait out a
+	// slow peer.
+	go func() {
+		select {
+		case <-p.b.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	resp, err := c.Fetch(ctx, &nodepb.FetchRequest{Topic: p.t.name, Partition: p.id, Offset: offset, MaxBytes: 1})
 	switch {
 	case err != nil:

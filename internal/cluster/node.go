@@ -93,6 +93,11 @@ func (c *NodeConfig) Validate() error {
 // Alone reports whether this node bootstraps a cluster of one.
 func (c *NodeConfig) Alone() bool { return len(c.Peers) == 1 && !c.Join }
 
+// Alone reports whether this node is a cluster of one: started without
+// peers, and no node joined it since. Its metadata group then has no
+// other voter, and it leads it from the start.
+func (n *Node) Alone() bool { return n.alone }
+
 // Node is this node's part of the cluster: the node-to-node listener (Raft
 // and the other services served there), the transport and host of its
 // Raft groups, the metadata group, and the cluster's orchestration: this
@@ -112,6 +117,8 @@ type Node struct {
 	// twice when opening the new one fails).
 	metaClosed bool
 
+	// alone: this node is the only voter of its metadata group (see Alone).
+	alone bool
 	// handingOver is set by HandOver: the node is about to stop, so it
 	// no longer takes leadership back through leader balancing.
 	handingOver atomic.Bool
@@ -203,7 +210,15 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 		n.learnNode(nd)
 	}
 	cfg.TLS.SetMembers(n.isMember)
-	if cfg.Alone() {
+	// Started without peers, a node is a cluster of one only while its
+	// metadata group has no other voter: a single node that nodes joined
+	// (hermes cluster join) is restarted with the flags it always had, and
+	// then waits for its cluster like any member.
+	n.alone = cfg.Alone() && slices.Equal(g.Voters(), []uint64{cfg.NodeID})
+	if cfg.Alone() && !n.alone {
+		n.log.Info("started without --peers, but nodes joined this one: a member of their cluster", "voters", g.Voters())
+	}
+	if n.alone {
 		ctx, cancel := context.WithTimeout(context.Background(), aloneStartTimeout)
 		err := n.register(ctx)
 		cancel()

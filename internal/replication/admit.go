@@ -138,18 +138,25 @@ func (r *Replica) catchingUp() bool {
 // withholdCampaign drops this replica's own vote requests while it is
 // catching up: it may not stand for election either.
 func (r *Replica) withholdCampaign(msgs []*pb.Message) []*pb.Message {
-	if !r.catchingUp() {
+	// Most Readies carry no vote request: look for one before reading the
+	// store (which takes its mutex), as this runs on every Ready.
+	if !slices.ContainsFunc(msgs, isVoteRequest) || !r.catchingUp() {
 		return msgs
 	}
 	out := msgs[:0:0]
 	for _, m := range msgs {
-		if t := m.GetType(); t == pb.MessageType_MsgVote || t == pb.MessageType_MsgPreVote {
+		if isVoteRequest(m) {
 			r.stats.votesWithheld.Add(1)
 			continue
 		}
 		out = append(out, m)
 	}
 	return out
+}
+
+func isVoteRequest(m *pb.Message) bool {
+	t := m.GetType()
+	return t == pb.MessageType_MsgVote || t == pb.MessageType_MsgPreVote
 }
 
 // refuse logs (at most every refusedLogEvery) and counts a dropped

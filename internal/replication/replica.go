@@ -131,18 +131,42 @@ const (
 	DefaultProposeWait   = 10 * time.Second
 )
 
+// Raft timing and sizes: the defaults of Config, and the limits every
+// group's raft.Config gets.
+const (
+	// DefaultTickInterval is a Raft tick: an election takes
+	// DefaultElectionTicks of them without a heartbeat (1 s), a leader
+	// sends heartbeats every DefaultHeartbeatTick (100 ms).
+	DefaultTickInterval  = 100 * time.Millisecond
+	DefaultElectionTicks = 10
+	DefaultHeartbeatTick = 1
+	// DefaultMaxEntryBytes bounds the batches coalesced into one entry.
+	DefaultMaxEntryBytes = 4 << 20
+	// maxMsgBytes bounds the entries of one append message to a follower;
+	// maxInflightMsgs, the appends sent to a follower and not yet
+	// acknowledged; maxUncommittedBytes, what a leader accepts beyond its
+	// commit index (more is refused as a full queue, never buffered).
+	maxMsgBytes         = 1 << 20
+	maxInflightMsgs     = 256
+	maxUncommittedBytes = 64 << 20
+	// inboxSize bounds the peers' messages received and not yet stepped:
+	// beyond it a message is dropped, as a lossy network would (Raft
+	// retries).
+	inboxSize = 4096
+)
+
 func (c *Config) defaults() {
 	if c.TickInterval == 0 {
-		c.TickInterval = 100 * time.Millisecond
+		c.TickInterval = DefaultTickInterval
 	}
 	if c.ElectionTicks == 0 {
-		c.ElectionTicks = 10
+		c.ElectionTicks = DefaultElectionTicks
 	}
 	if c.HeartbeatTick == 0 {
-		c.HeartbeatTick = 1
+		c.HeartbeatTick = DefaultHeartbeatTick
 	}
 	if c.MaxEntryBytes == 0 {
-		c.MaxEntryBytes = 4 << 20
+		c.MaxEntryBytes = DefaultMaxEntryBytes
 	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = DefaultMaxQueue
@@ -269,8 +293,8 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 	cfg.defaults()
 	rc := &raft.Config{
 		ID: cfg.NodeID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTick,
-		Storage: store, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
-		MaxUncommittedEntriesSize: 64 << 20, CheckQuorum: true, PreVote: true,
+		Storage: store, MaxSizePerMsg: maxMsgBytes, MaxInflightMsgs: maxInflightMsgs,
+		MaxUncommittedEntriesSize: maxUncommittedBytes, CheckQuorum: true, PreVote: true,
 		Logger: raftLogger{cfg.Logger.With("group", cfg.Group)},
 	}
 	hs, _, _ := store.InitialState()
@@ -292,7 +316,7 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 	}
 	r := &Replica{
 		cfg: cfg, store: store, rn: rn, tr: tr,
-		propc: make(chan *proposal, cfg.MaxQueue), recvc: make(chan *pb.Message, 4096), calls: make(chan func()),
+		propc: make(chan *proposal, cfg.MaxQueue), recvc: make(chan *pb.Message, inboxSize), calls: make(chan func()),
 		stopc: make(chan struct{}), done: make(chan struct{}),
 		pending: make(map[uint64]*pendingEntry), byIndex: make(map[uint64]*pendingEntry),
 		reads: make(map[string]chan uint64), inflight: make(map[dedup.Key]struct{}),

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker"
 )
@@ -26,6 +27,10 @@ const (
 	// MaxBody bounds every other body.
 	MaxBody = 1 << 20
 )
+
+// publishBytesRetry is the retry hint of a publish refused because the
+// publish bodies being handled hold the node's byte budget.
+const publishBytesRetry = 100 * time.Millisecond
 
 // fieldError is a body error naming the field at fault, as a path from
 // the body's root: `records[2].headers[0].value_base64`.

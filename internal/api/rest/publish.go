@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/hermes-mq/hermes/internal/broker"
 	"github.com/hermes-mq/hermes/internal/httpbody"
@@ -242,7 +241,7 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request, _ url.Values) erro
 	}
 	if !a.publishBytes.acquire(size) {
 		return &kindError{
-			kind: broker.ErrResourceExhausted, retryAfter: 100 * time.Millisecond,
+			kind: broker.ErrResourceExhausted, retryAfter: publishBytesRetry,
 			msg: fmt.Sprintf("publish requests of %d bytes are being handled (limit %d)", a.publishBytes.inUse(), a.publishBytes.limit),
 		}
 	}
