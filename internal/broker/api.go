@@ -13,10 +13,16 @@ import (
 // request, call one method, and encode the answer or map the error — and
 // their unit tests run against fakes of it.
 //
-// Every method takes the request's context: it bounds the call, and it
-// carries the principal the adapter authenticated (WithPrincipal). Each
-// method asks the node's Authorizer whether that principal may do what
-// it asks before acting, whatever protocol the request came by.
+// Every method that acts for a client takes the request's context: it
+// bounds the call, and it carries the principal the adapter authenticated
+// (WithPrincipal). Each such method asks the node's Authorizer whether
+// that principal may do what it asks before acting, whatever protocol the
+// request came by. The exceptions are reads of this node's own state that
+// an adapter needs to route or answer a request it has authorized itself,
+// and take no context: Transaction, Transactions, AbortedTxns and
+// GroupCoordinator authorize nothing (the Kafka adapter asks Authorize
+// for the transactional id or the group first), and SyncMetadata only
+// waits for this node's metadata.
 //
 // Errors are of the kinds declared in errors.go, to be tested with
 // errors.Is, never by their text; Code names them as every protocol shows
@@ -63,7 +69,10 @@ type API interface {
 	PartitionOffsets(ctx context.Context, topic string, partition int32) (start, hw int64, err error)
 
 	// Kafka transactions' coordinator state, kept in the metadata group
-	// (see TxnState). The reads are this node's copy.
+	// (see TxnState). The reads are this node's copy, not authorized (see
+	// above). AbortedTxns returns the aborted transactions of a partition
+	// whose range [first offset, marker] ends at or after from and begins
+	// before to, in the order they were aborted.
 	Transaction(id string) (TxnState, bool)
 	Transactions() []TxnState
 	AbortedTxns(topic string, partition int32, from, to int64) []AbortedTxn

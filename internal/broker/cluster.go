@@ -260,6 +260,9 @@ func (b *Broker) moveReplicas(ct *cluster.Topic) {
 			break
 		}
 		want := ct.Holds(i, self)
+		if cur.rep != nil {
+			cur.rep.SetAssigned(slices.Concat(ct.Replicas[i], ct.Target(i)))
+		}
 		switch {
 		case want && cur.rep == nil:
 			p, err := b.openClusterPartition(t, int32(i), ct.Replicas[i], ct.Target(i))
@@ -341,6 +344,7 @@ func (b *Broker) openClusterPartition(t *topic, id int32, replicas, target []uin
 	if err != nil {
 		return nil, err
 	}
+	p.rep.SetAssigned(slices.Concat(replicas, target))
 	b.cl.Host().Add(p.group(), p.rep)
 	if p.rep.Bootstrapped() && len(peers) > 1 && peers[0] == self {
 		go b.campaignNew(p.rep)

@@ -299,6 +299,9 @@ const handOverPoll = 20 * time.Millisecond
 // over to and returns at once.
 func (n *Node) HandOver(ctx context.Context) {
 	n.handingOver.Store(true)
+	for _, r := range n.host.Replicas() {
+		r.Retire() // another leader's balancer may not hand a group back here
+	}
 	for {
 		led := 0
 		for _, r := range n.host.Replicas() {

@@ -46,11 +46,13 @@ func (r *Replica) admit(m *pb.Message) string {
 		return fmt.Sprintf("addressed to node %d", m.GetTo())
 	case from == 0 || from == r.cfg.NodeID:
 		return fmt.Sprintf("sender id %d", from)
-	case len(r.members) > 0 && !slices.Contains(r.members, from):
+	case len(r.members) > 0 && !slices.Contains(r.members, from) && !r.isAssigned(from):
 		// A replica that has no configuration yet (new, waiting for the
 		// leader's snapshot) takes its first messages from the leader it
-		// does not know yet.
-		return fmt.Sprintf("node %d is not a member of the group %v", from, r.members)
+		// does not know yet. One whose configuration is behind (it
+		// replays the changes since its snapshot or its last run) takes
+		// them from the nodes the cluster assigns the group to now.
+		return fmt.Sprintf("node %d is not a member of the group %v (assigned %v)", from, r.members, r.assignedNodes())
 	}
 	last, _ := r.store.LastIndex()
 	switch m.GetType() {
@@ -83,6 +85,37 @@ func (r *Replica) admit(m *pb.Message) string {
 	return ""
 }
 
+// Retire marks this replica's node as stopping: it no longer takes a
+// leadership handed to it (MsgTimeoutNow), which it would only have to
+// hand over again. Safe for concurrent use.
+func (r *Replica) Retire() { r.retiring.Store(true) }
+
+// SetAssigned records the nodes the cluster's metadata assigns the group
+// to (its replicas and, during a move, its target): admit takes their
+// messages even while this replica's own configuration, which it learns
+// by replaying the group's log, does not name them yet. Without this a
+// replica whose configuration is behind (it installed a snapshot taken
+// before later changes, or was down while nodes were swapped) refuses
+// the leader it needs to catch up from. Safe for concurrent use.
+func (r *Replica) SetAssigned(nodes []uint64) {
+	nodes = slices.Clone(nodes)
+	slices.Sort(nodes)
+	nodes = slices.Compact(nodes)
+	r.assigned.Store(&nodes)
+}
+
+func (r *Replica) assignedNodes() []uint64 {
+	if p := r.assigned.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (r *Replica) isAssigned(node uint64) bool {
+	_, found := slices.BinarySearch(r.assignedNodes(), node)
+	return found
+}
+
 // step hands a peer's message to raft if admit lets it. An error is a
 // panic of raft (the group must stop).
 func (r *Replica) step(m *pb.Message) (err error) {
@@ -96,6 +129,12 @@ func (r *Replica) step(m *pb.Message) (err error) {
 			r.store.NeedCatchUp(m.GetCommit())
 			r.reportLost(m.GetFrom(), m.GetCommit(), last)
 		}
+		return nil
+	}
+	if m.GetType() == pb.MessageType_MsgTimeoutNow && r.retiring.Load() {
+		// This node is stopping (it hands its leaderships over): a
+		// leadership sent to it would only have to be handed on again.
+		r.stats.votesWithheld.Add(1)
 		return nil
 	}
 	if electionMessage[m.GetType()] && r.catchingUp() {

@@ -108,3 +108,68 @@ func TestForgedRaftMessagesAreDropped(t *testing.T) {
 	}
 	g.converged(total)
 }
+
+// A node the cluster assigns the group to is admitted although this
+// replica's configuration does not name it yet (a replica replaying the
+// changes since its snapshot would otherwise refuse its leader for good);
+// one assigned nowhere is still refused.
+func TestAssignedNodesAreAdmitted(t *testing.T) {
+	g := newGroup(t, 3)
+	g.publish("warm", 1, AckCommitted)
+	g.converged(1)
+	follower := g.ms[0]
+	if follower == g.leader() {
+		follower = g.ms[1]
+	}
+	admit := func(from uint64) string {
+		t.Helper()
+		ch := make(chan string, 1)
+		m := msg(pb.MessageType_MsgHeartbeat, from, follower.id, basicStatus(t, follower.r).HardState.GetTerm())
+		if err := follower.r.call(context.Background(), func() { ch <- follower.r.admit(m) }); err != nil {
+			t.Fatal(err)
+		}
+		return <-ch
+	}
+	if why := admit(7); why == "" {
+		t.Fatal("node 7, assigned nowhere, was admitted")
+	}
+	follower.r.SetAssigned([]uint64{7, 1, 2, 3, 7})
+	if why := admit(7); why != "" {
+		t.Fatalf("node 7, assigned the group, was refused: %s", why)
+	}
+	if why := admit(8); why == "" {
+		t.Fatal("node 8, assigned nowhere, was admitted")
+	}
+}
+
+// A replica of a stopping node (Retire) takes no leadership handed to it;
+// the same transfer to a replica that is not retiring moves the
+// leadership (the control).
+func TestRetiringReplicaTakesNoLeadership(t *testing.T) {
+	g := newGroup(t, 3)
+	g.publish("warm", 1, AckCommitted)
+	g.converged(1)
+	leader := g.leader()
+	var others []*member
+	for _, m := range g.ms {
+		if m != leader {
+			others = append(others, m)
+		}
+	}
+	others[0].r.Retire()
+	if !leader.r.TransferLeadership(others[0].id) {
+		t.Fatal("the transfer to the retiring replica did not start")
+	}
+	time.Sleep(time.Second) // a transfer takes a few ticks; it is dropped here
+	if l := g.leader(); l != leader {
+		t.Fatalf("the leadership moved to node %d, retiring or not (was %d, retiring %d)", l.id, leader.id, others[0].id)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for g.leader() != others[1] {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leadership did not move to node %d, which is not retiring", others[1].id)
+		}
+		leader.r.TransferLeadership(others[1].id)
+		time.Sleep(100 * time.Millisecond)
+	}
+}

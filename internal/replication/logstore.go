@@ -762,7 +762,11 @@ func (s *LogStore) ApplySnapshot(snap *pb.Snapshot) (state []byte, offset int64,
 	s.mu.Lock()
 	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = md.GetIndex(), md.GetTerm(), offset
 	s.st.conf = proto.Clone(md.GetConfState()).(*pb.ConfState)
+	// The compaction point's configuration without the learner the
+	// sender named only so that raft installs the snapshot (addReceiver):
+	// this replica passes it on with the snapshots it sends.
 	s.st.compactConf = proto.Clone(md.GetConfState()).(*pb.ConfState)
+	s.st.compactConf.Learners = nil
 	s.st.confIndex = md.GetIndex()
 	clear(s.confs)
 	if s.st.hard.GetCommit() < md.GetIndex() {

@@ -83,13 +83,17 @@ func (r *Replica) handleReadies() error {
 	return nil
 }
 
-// addReceiver makes each snapshot sent name its receiver among the
-// voters. A snapshot carries the configuration as of the compaction
-// point (the receiver replays the changes after it), and a replica added
-// since is not in it; etcd raft refuses to install a snapshot whose
-// configuration lacks the receiver. Adding it is what the replay does
-// anyway when it reaches the change that added it (adding a voter twice
-// changes nothing).
+// addReceiver makes each snapshot sent name its receiver, as a learner. A
+// snapshot carries the configuration as of the compaction point (the
+// receiver replays the changes after it), and a replica added since is
+// not in it; etcd raft refuses to install a snapshot whose configuration
+// lacks the receiver. Hermes' groups have no learners, so the receiver
+// knows a learner in it for what it is and keeps it out of its own record
+// of the compaction point's configuration (LogStore.ApplySnapshot); as a
+// learner it neither votes nor campaigns until the replay reaches the
+// change that made it a voter. (Named a voter, it was kept in that record
+// and passed on with every snapshot it sent later: a chain of moves gave
+// a new replica a configuration of long-removed nodes.)
 func addReceiver(msgs []*pb.Message) {
 	for i, m := range msgs {
 		if m.GetType() != pb.MessageType_MsgSnap || m.GetSnapshot().GetMetadata() == nil {
@@ -105,7 +109,7 @@ func addReceiver(msgs []*pb.Message) {
 		if c.Snapshot.Metadata.ConfState == nil {
 			c.Snapshot.Metadata.ConfState = &pb.ConfState{}
 		}
-		c.Snapshot.Metadata.ConfState.Voters = append(c.Snapshot.Metadata.ConfState.Voters, to)
+		c.Snapshot.Metadata.ConfState.Learners = append(c.Snapshot.Metadata.ConfState.Learners, to)
 		msgs[i] = c
 	}
 }
@@ -244,8 +248,7 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
 			}
-			r.store.SetConfState(r.rn.ApplyConfChange(&cc), e.GetIndex())
-			r.noteVoters()
+			r.applyConf(&cc, e)
 			if r.cfg.OnConfChange != nil && cc.GetNodeId() != 0 {
 				r.cfg.OnConfChange(cc.GetNodeId(), cc.GetType() == pb.ConfChangeType_ConfChangeAddNode, cc.GetContext())
 			}
@@ -254,8 +257,7 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 				return fmt.Errorf("%s: conf change at %d: %w", r.cfg.Group, e.GetIndex(), err)
 			}
-			r.store.SetConfState(r.rn.ApplyConfChange(&cc), e.GetIndex())
-			r.noteVoters()
+			r.applyConf(&cc, e)
 		default:
 			batches, acks = r.applyNormal(e, batches, acks)
 		}
@@ -306,4 +308,15 @@ func (r *Replica) applyNormal(e *pb.Entry, batches [][]byte, acks []*proposal) (
 		body = body[h.Size():]
 	}
 	return batches, acks
+}
+
+// applyConf applies a committed configuration change and logs the
+// configuration it leads to: a replica move or a membership change can be
+// followed group by group in the nodes' logs.
+func (r *Replica) applyConf(cc pb.ConfChangeI, e *pb.Entry) {
+	cs := r.rn.ApplyConfChange(cc)
+	r.store.SetConfState(cs, e.GetIndex())
+	r.noteVoters()
+	r.cfg.Logger.Info("group configuration changed", "group", r.cfg.Group, "index", e.GetIndex(), "term", e.GetTerm(),
+		"voters", cs.GetVoters(), "learners", cs.GetLearners(), "outgoing", cs.GetVotersOutgoing())
 }

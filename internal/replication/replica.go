@@ -285,6 +285,10 @@ type Replica struct {
 	lostReported time.Time
 	// stats are the counters and gauges of Stats.
 	stats stats
+	// assigned: the nodes the cluster assigns the group to (SetAssigned).
+	assigned atomic.Pointer[[]uint64]
+	// retiring: this node is stopping (Retire).
+	retiring atomic.Bool
 }
 
 // NewReplica starts the group's replica over store. A store with no entries
