@@ -85,6 +85,11 @@ func (b *Broker) describeGroupHere(name string) (*GroupDescription, error) {
 	if err := ValidateName("group", name); err != nil {
 		return nil, err
 	}
+	// A description shows committed offsets as the metadata group holds
+	// them: the ones that moved since the last group tick are persisted
+	// first. An offset only this node's memory held would be lost with
+	// it, and the next description would show a lower one.
+	b.groups.persistDirty(name)
 	d, progress, err := b.groups.snapshot(name)
 	if err != nil {
 		return nil, err
@@ -160,7 +165,7 @@ func (m *groupManager) snapshot(name string) (*GroupDescription, map[topicPartit
 	}
 	pr := make(map[topicPartition]progress, len(gs.offsets))
 	for tp, os := range gs.offsets {
-		p := progress{committed: os.committed}
+		p := progress{committed: os.persisted}
 		if os.tracker != nil {
 			p.pending = os.tracker.Pending()
 		}

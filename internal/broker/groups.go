@@ -583,12 +583,22 @@ func (m *groupManager) expire(now time.Time) {
 // flush persists committed offsets that moved without an explicit commit
 // (auto and per-message modes) and refreshes the lag gauges.
 func (m *groupManager) flush() {
+	m.persistDirty("")
+	m.updateLag()
+}
+
+// persistDirty persists the offsets of group (every group: "") that
+// moved without an explicit commit.
+func (m *groupManager) persistDirty(group string) {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
 	dirty := make(map[string][]Offset)
 	epochs := make(map[string]uint64)
 	m.mu.Lock()
 	for _, gs := range m.groups {
+		if group != "" && gs.name != group {
+			continue
+		}
 		for tp, os := range gs.offsets {
 			if os.committed >= 0 && os.committed != os.persisted {
 				dirty[gs.name] = append(dirty[gs.name], Offset{Group: gs.name, Topic: tp.topic, Partition: tp.partition, Offset: os.committed})
@@ -612,7 +622,6 @@ func (m *groupManager) flush() {
 		}
 		m.mu.Unlock()
 	}
-	m.updateLag()
 }
 
 // persist makes a group's offsets durable through the metadata group
