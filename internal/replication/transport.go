@@ -162,8 +162,18 @@ func (t *GRPCTransport) stream(p *peer) error {
 		return err
 	}
 	defer conn.Close()
+	// Close cuts the stream: a Send blocked on a peer that does not read
+	// (paused, or gone without a reset) would hold a stopping node until
+	// the connection's keepalive gave up, 8 s and more.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	s, err := tpb.NewRaftTransportClient(conn).Stream(ctx)
 	if err != nil {
 		return err
