@@ -26,7 +26,7 @@ from .errors import (
     from_rpc_error,
 )
 from .record import MAX_BATCH_BYTES, _encode_items, iter_headers, key_partition, new_message_id, new_message_ids
-from .types import Mode, RecordMetadata, TopicInfo
+from .types import Mode, RecordMetadata, TopicInfo, _unix_nanos
 
 if TYPE_CHECKING:
     from .client import Client
@@ -708,13 +708,7 @@ def _to_bytes(value: Any, what: str) -> bytes:
 
 
 def _timestamp_ns(ts: Union[int, _dt.datetime]) -> int:
-    if isinstance(ts, _dt.datetime):
-        if ts.tzinfo is None:
-            ts = ts.replace(tzinfo=_dt.timezone.utc)
-        d = ts - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-        return (d.days * 86400 + d.seconds) * 1_000_000_000 + d.microseconds * 1000
-    if isinstance(ts, bool) or not isinstance(ts, int):
-        raise TypeError("timestamp must be Unix nanoseconds (int) or a datetime")
+    ts = _unix_nanos(ts)
     if not -(1 << 63) <= ts < (1 << 63):
         raise ValueError(f"timestamp {ts} does not fit an int64")
     return ts
