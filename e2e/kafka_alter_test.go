@@ -89,6 +89,14 @@ func TestKafkaAlterTopics(t *testing.T) {
 	if res, _ := adm.UpdatePartitions(ctx, 2, topic); !errors.Is(res[topic].Err, kerr.InvalidPartitions) {
 		t.Fatalf("set to fewer partitions: %+v", res[topic])
 	}
+	// Kafka's codes for a topic Hermes cannot create, as a Kafka broker
+	// answers them.
+	if res, _ := adm.CreateTopics(ctx, 5000, -1, nil, "too-wide"); !errors.Is(res["too-wide"].Err, kerr.InvalidPartitions) {
+		t.Fatalf("5000 partitions: %+v", res["too-wide"])
+	}
+	if res, _ := adm.CreateTopics(ctx, 1, 5, nil, "too-deep"); !errors.Is(res["too-deep"].Err, kerr.InvalidReplicationFactor) {
+		t.Fatalf("replication factor 5 on one node: %+v", res["too-deep"])
+	}
 
 	// Configs.
 	ares, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{

@@ -75,6 +75,22 @@ func createTopics(c *conn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
+		// Kafka's own codes for what Hermes would refuse as an invalid
+		// argument: too many partitions, more replicas than nodes.
+		if cfg.Partitions > broker.MaxPartitions {
+			rt.ErrorCode = kerr.InvalidPartitions.Code
+			msg := fmt.Sprintf("a topic has at most %d partitions, not %d", broker.MaxPartitions, cfg.Partitions)
+			rt.ErrorMessage = &msg
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		if n := len(c.s.api.Nodes()); n > 0 && int(cfg.ReplicationFactor) > n {
+			rt.ErrorCode = kerr.InvalidReplicationFactor.Code
+			msg := fmt.Sprintf("replication factor %d needs %d nodes; the cluster has %d", cfg.ReplicationFactor, cfg.ReplicationFactor, n)
+			rt.ErrorMessage = &msg
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		if len(t.ReplicaAssignment) > 0 {
 			rt.ErrorCode = kerr.InvalidReplicaAssignment.Code
 			msg := "explicit replica assignments are not supported: Hermes places replicas"
