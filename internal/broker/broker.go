@@ -584,6 +584,14 @@ type session interface {
 func (b *Broker) register(s session) error {
 	b.subsMu.Lock()
 	defer b.subsMu.Unlock()
+	select {
+	case <-b.draining:
+		// Drain closed draining, then ended the subscriptions registered
+		// by then: one opened now would hold the stop until its timeout,
+		// so it goes to another node at once.
+		return errorf(ErrUnavailable, "broker is shutting down")
+	default:
+	}
 	if len(b.subs) >= b.cfg.MaxSubscriptions {
 		return exhausted(subscriptionsRetry, "%d subscriptions are open (limit %d)", len(b.subs), b.cfg.MaxSubscriptions)
 	}

@@ -454,3 +454,28 @@ func TestKeylessRetryGoesToTheSamePartition(t *testing.T) {
 		t.Fatalf("30 keyless requests went to partitions %v only", used)
 	}
 }
+
+// Once a stop has begun (Drain), a subscription opened is refused with a
+// retriable ErrUnavailable: one registered after Drain ended the others
+// would hold the stop until its timeout (a graceful stop once took 10 s
+// for a group member relayed in that window).
+func TestNoSubscriptionOpensWhileDraining(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	b.CreateTopic(context.Background(), "t", TopicConfig{}, false)
+	open, err := b.Subscribe(context.Background(), SubscribeOptions{Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b.Drain(ctx)
+	if _, err := pollN(ctx, open, 10); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a subscription open at the drain: %v, want ErrUnavailable", err)
+	}
+	for _, opts := range []SubscribeOptions{{Topic: "t"}, {Topic: "t", Group: "g"}} {
+		if _, err := b.Subscribe(context.Background(), opts); !errors.Is(err, ErrUnavailable) || !Retriable(err) {
+			t.Fatalf("subscribing (group %q) while draining: %v, want a retriable ErrUnavailable", opts.Group, err)
+		}
+	}
+}
