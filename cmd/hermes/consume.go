@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -233,22 +232,11 @@ func (cf *consumeFlags) loop(ctx context.Context, cs recordSource, mode client.A
 }
 
 func (cf *consumeFlags) print(w io.Writer, m *client.Message) error {
-	switch cf.format {
-	case "text":
+	if cf.format == "text" {
 		_, err := fmt.Fprintf(w, "%s\n", m.Payload)
 		return err
-	case "yaml":
-		if _, err := io.WriteString(w, "---\n"); err != nil {
-			return err
-		}
-		return printYAML(w, recordToJSON(m))
 	}
-	b, err := json.Marshal(recordToJSON(m))
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
+	return printItem(w, cf.format, recordToJSON(m))
 }
 
 // recordJSON is one line of --format json.

@@ -96,6 +96,24 @@ func (o *outputFlag) print(w io.Writer, v any, tableFn func() error) error {
 	return tableFn()
 }
 
+// printItem writes one item of a stream: a line of compact JSON (json) or
+// a YAML document (yaml), as consume prints records and publish their
+// places.
+func printItem(w io.Writer, kind string, v any) error {
+	if kind == "yaml" {
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		return printYAML(w, v)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

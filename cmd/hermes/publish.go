@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -41,21 +40,8 @@ func (pf *publishFlags) printAck(w io.Writer, topic string, a client.Ack) error 
 	if pf.quiet {
 		return nil
 	}
-	k, _ := pf.out.kind()
-	v := ackJSON{Topic: topic, Partition: a.Partition, Offset: a.Offset}
-	switch k {
-	case "json":
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		if _, err := io.WriteString(w, "---\n"); err != nil {
-			return err
-		}
-		return printYAML(w, v)
+	if k, _ := pf.out.kind(); k != "table" {
+		return printItem(w, k, ackJSON{Topic: topic, Partition: a.Partition, Offset: a.Offset})
 	}
 	_, err := fmt.Fprintf(w, "%d/%d\n", a.Partition, a.Offset)
 	return err
