@@ -60,7 +60,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -68,7 +67,6 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -373,13 +371,13 @@ func docsCopy(t *testing.T, root, dst string) {
 	}
 }
 
+// docsFreePort is a port of testcluster.FreeAddr: below the ephemeral
+// range, so no outgoing connection of the nodes a block starts takes it
+// before the block binds it (a port from 127.0.0.1:0 could be, and a
+// block waiting for that node's /readyz then waits out its timeout).
 func docsFreePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_, port, _ := strings.Cut(testcluster.FreeAddr(t), ":")
+	return port
 }
 
 var docsAddrRE = regexp.MustCompile(`\b(127\.0\.0\.1|localhost):(\d{2,5})\b`)
@@ -422,6 +420,9 @@ func docsStripComment(ln string) string {
 type docsEnv struct {
 	root, src, tmp string
 	env            []string // without HOME and HERMES_ADDR
+	// failed names each failed block with its error and last lines, said
+	// again at the end: a CI log that keeps only the tail still shows why.
+	failed []string
 }
 
 func TestDocsCommands(t *testing.T) {
@@ -514,6 +515,9 @@ exec `+realCurl+` --fail-with-body "$@"
 	}
 	sort.Strings(reasons)
 	t.Logf("docs-test: %d blocks run, %d skipped:\n%s", ran, total, strings.Join(reasons, "\n"))
+	if len(d.failed) > 0 {
+		t.Errorf("docs-test: %d blocks failed (each in full above):\n%s", len(d.failed), strings.Join(d.failed, "\n"))
+	}
 }
 
 // command is a bash -c of script in the copy, in a process group of its own.
@@ -676,6 +680,7 @@ func (d *docsEnv) runFile(t *testing.T, fi int, file string, blocks []docBlock) 
 		out.Close()
 		if runErr != nil {
 			t.Errorf("%s: the block failed: %v\n--- script (as run) ---\n%s--- output (last lines) ---\n%s", where, runErr, script, docsTail(outFile, 40))
+			d.failed = append(d.failed, fmt.Sprintf("%s (after %v): %v\n%s", where, time.Since(bstart).Round(100*time.Millisecond), runErr, docsTail(outFile, 15)))
 		} else {
 			t.Logf("  %s ok (%v)", where, time.Since(bstart).Round(100*time.Millisecond))
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-mq/hermes/internal/testcluster"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -313,21 +313,18 @@ func imgContainerOf(run func(time.Duration, []string, string, ...string) (string
 	return ""
 }
 
-// freePorts finds n free TCP ports on 127.0.0.1.
+// imgFreePorts finds n free TCP ports on 127.0.0.1, below the ephemeral
+// range (testcluster.FreeAddr).
 func imgFreePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
 	var ports []int
 	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		_, p, _ := strings.Cut(testcluster.FreeAddr(t), ":")
+		port, err := strconv.Atoi(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+		ports = append(ports, port)
 	}
 	return ports
 }

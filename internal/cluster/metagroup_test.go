@@ -15,6 +15,7 @@ import (
 	pb "github.com/hermes-mq/hermes/internal/cluster/clusterpb"
 	"github.com/hermes-mq/hermes/internal/meta"
 	"github.com/hermes-mq/hermes/internal/replication"
+	"github.com/hermes-mq/hermes/internal/testcluster"
 )
 
 // metaSnapshotEntries is SnapshotEntries of the test nodes (0: default).
@@ -35,12 +36,8 @@ type metaNode struct {
 func startMetaNodes(t *testing.T, n int) []*metaNode {
 	nodes := make([]*metaNode, n)
 	for i := range nodes {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = &metaNode{id: uint64(i + 1), dir: t.TempDir(), addr: l.Addr().String()}
-		l.Close()
+		nodes[i] = &metaNode{id: uint64(i + 1), dir: t.TempDir(), addr: testcluster.FreeAddr(t)} // below the ephemeral range
+		var err error
 		if nodes[i].ms, err = meta.Open(nodes[i].dir, nil); err != nil {
 			t.Fatal(err)
 		}

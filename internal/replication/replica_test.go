@@ -1,27 +1,27 @@
 package replication
 
 import (
-	"net"
-
 	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"google.golang.org/grpc"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hermes-mq/hermes/internal/dedup"
 	"github.com/hermes-mq/hermes/internal/meta"
 	"github.com/hermes-mq/hermes/internal/partlog"
+	"github.com/hermes-mq/hermes/internal/testcluster"
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
@@ -113,12 +113,7 @@ func newGroupOpts(g *group, n int) *group {
 	for i := 1; i <= n; i++ {
 		m := &member{id: uint64(i), dir: t.TempDir()}
 		if g.grpc {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.addr = l.Addr().String()
-			l.Close()
+			m.addr = testcluster.FreeAddr(t) // below the ephemeral range
 		}
 		var err error
 		if m.meta, err = meta.Open(m.dir, nil); err != nil {
