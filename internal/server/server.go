@@ -238,7 +238,7 @@ func Start(cfg Config) (*Server, error) {
 		}()
 	}
 	if s.wireLis != nil {
-		s.wire = wire.New(b, wire.Config{TLS: clientTLS, Spin: cfg.WireSpin, ServerName: "hermes " + cfg.Version, Logger: cfg.Logger, Requests: s.reqs})
+		s.wire = wire.New(b, wire.Config{TLS: clientTLS, Spin: cfg.WireSpin, ServerName: "hermes " + cfg.Version, GRPCAddress: c.GRPCAddr, Logger: cfg.Logger, Requests: s.reqs})
 		go func() {
 			if err := s.wire.Serve(s.wireLis); err != nil {
 				s.serveErr <- err

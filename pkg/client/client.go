@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/resolver"
 
 	"github.com/hermes-mq/hermes/pkg/bufpool"
 
@@ -59,6 +61,9 @@ type Client struct {
 	// coordinators is where each group's coordinator was last named (in a
 	// relayed subscription's answer). Lock: mu.
 	coordinators map[string]string
+	// wire, when set, carries publishes and subscriptions (Dial with
+	// wire://); conn and api then serve the rest.
+	wire *wireConn
 }
 
 type topicPartition struct {
@@ -75,6 +80,9 @@ type clientConfig struct {
 	auth        authHeader  // "": anonymous
 	recvMax     int
 	direct      bool // send to partition leaders directly
+	// user, password and token are auth's credentials, for hermes-wire's
+	// handshake.
+	user, password, token string
 }
 
 // Option configures Dial.
@@ -117,13 +125,15 @@ func WithTLS(cfg *tls.Config) Option {
 // with each call as HTTP basic credentials: use TLS beyond loopback).
 func WithCredentials(user, password string) Option {
 	h := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
-	return func(c *clientConfig) { c.auth = authHeader(h) }
+	return func(c *clientConfig) { c.auth, c.user, c.password, c.token = authHeader(h), user, password, "" }
 }
 
 // WithToken authenticates every call with an API token (hermes token
 // create).
 func WithToken(token string) Option {
-	return func(c *clientConfig) { c.auth = authHeader("Bearer " + token) }
+	return func(c *clientConfig) {
+		c.auth, c.user, c.password, c.token = authHeader("Bearer "+token), "", "", token
+	}
 }
 
 // authHeader is per-call credentials: the authorization metadata.
@@ -175,6 +185,17 @@ func WithMaxReceiveBytes(n int) Option {
 // Client uses one and moves to the next when it fails; any node serves
 // any request.
 //
+// With the scheme wire:// ("wire://host:port", or several as above) the
+// Client publishes and subscribes over hermes-wire, the low-latency
+// binary protocol (docs/PROTOCOL.md), with the same Producer, Consumer
+// and Publish; what hermes-wire does not carry (topic and group
+// administration, Fetch, Health) goes over gRPC to the address the node
+// tells in the handshake. Over hermes-wire there is no leader routing
+// (the node relays), and a subscription cannot name a dead-letter topic
+// other than <topic>.dlq (WithDeadLetterTopic) nor bound its
+// unacknowledged records (WithMaxAckPending): Subscribe refuses them
+// with ErrInvalidArgument.
+//
 // Errors: ErrUnavailable when the first connection attempt fails (e.g.
 // connection refused) or does not complete within the dial timeout,
 // ctx.Err() when ctx ends first. The returned Client must be closed.
@@ -192,10 +213,43 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.retry = cfg.retry.normalize()
+	if rest, ok := strings.CutPrefix(addr, wireScheme); ok {
+		return dialWire(ctx, rest, cfg)
+	}
 	target, nodes, err := nodesTarget(addr)
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: err.Error()}
 	}
+	conn, err := grpcConn(target, nodes, &cfg)
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("dial %s: %v", addr, err)}
+	}
+	if err := waitReady(ctx, conn, cfg.dialTimeout); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return newClient(conn, hermesv1.NewHermesClient(conn), cfg), nil
+}
+
+// newClient is a Client on conn (nil over hermes-wire without a gRPC
+// address) and api.
+func newClient(conn *grpc.ClientConn, api hermesv1.HermesClient, cfg clientConfig) *Client {
+	return &Client{
+		conn:  conn,
+		api:   api,
+		cfg:   cfg,
+		log:   cfg.logger,
+		retry: cfg.retry,
+
+		unaryLeader:  make(map[topicPartition]string),
+		coordinators: make(map[string]string),
+	}
+}
+
+// grpcConn makes the gRPC connection to target (nodes: its resolver for
+// a list of nodes, or nil), without waiting for it; cfg.dialOpts become
+// the options of every connection, those to leaders too.
+func grpcConn(target string, nodes resolver.Builder, cfg *clientConfig) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if cfg.tls != nil {
 		creds = credentials.NewTLS(cfg.tls)
@@ -213,24 +267,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if nodes != nil {
 		dopts = append(dopts[:len(dopts):len(dopts)], grpc.WithResolvers(nodes))
 	}
-	conn, err := grpc.NewClient(target, dopts...)
-	if err != nil {
-		return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("dial %s: %v", addr, err)}
-	}
-	if err := waitReady(ctx, conn, cfg.dialTimeout); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	return &Client{
-		conn:  conn,
-		api:   hermesv1.NewHermesClient(conn),
-		cfg:   cfg,
-		log:   cfg.logger,
-		retry: cfg.retry,
-
-		unaryLeader:  make(map[topicPartition]string),
-		coordinators: make(map[string]string),
-	}, nil
+	return grpc.NewClient(target, dopts...)
 }
 
 // buffers are the gRPC buffers of every Client in the process. gRPC's
@@ -281,6 +318,12 @@ func (c *Client) Close() error {
 		lc.Close()
 	}
 	c.leaders = nil
+	if c.wire != nil {
+		c.wire.close()
+	}
+	if c.conn == nil {
+		return nil
+	}
 	return c.conn.Close()
 }
 

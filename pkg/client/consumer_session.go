@@ -21,7 +21,7 @@ const maxPendingAcks = 64 * maxAckBatch
 // session is one Subscribe stream of a Consumer. The reader (the
 // Consumer's run goroutine) and one writer goroutine serve it.
 type session struct {
-	stream  hermesv1.Hermes_SubscribeClient
+	stream  subscribeStream
 	ctx     context.Context
 	cancel  context.CancelFunc
 	kickCh  chan struct{} // cap 1: the writer has requests to send
@@ -56,12 +56,9 @@ func (s *session) wake() {
 // through the dialled node.
 func (c *Consumer) open(ctx context.Context, start *hermesv1.StartPosition) (*session, error) {
 	if coord := c.c.coordinatorOf(c.cfg.group); coord != "" {
-		api, err := c.c.leaderAPI(ctx, coord)
+		s, err := c.openAt(ctx, coord, start)
 		if err == nil {
-			var s *session
-			if s, err = c.openAt(ctx, api, start); err == nil {
-				return s, nil
-			}
+			return s, nil
 		}
 		c.c.setCoordinator(c.cfg.group, "")
 		c.c.log.Debug("hermes: subscribing at the group coordinator failed; going through the dialled node", "group", c.cfg.group, "coordinator", coord, "err", err)
@@ -69,17 +66,17 @@ func (c *Consumer) open(ctx context.Context, start *hermesv1.StartPosition) (*se
 			return nil, err
 		}
 	}
-	return c.openAt(ctx, c.c.api, start)
+	return c.openAt(ctx, "", start)
 }
 
-// openAt is open through api.
-func (c *Consumer) openAt(ctx context.Context, api hermesv1.HermesClient, start *hermesv1.StartPosition) (*session, error) {
+// openAt is open through the node at addr ("": the dialled node).
+func (c *Consumer) openAt(ctx context.Context, addr string, start *hermesv1.StartPosition) (*session, error) {
 	hctx, hcancel := context.WithTimeout(ctx, max(c.cfg.sessionTimeout, 10*time.Second))
 	defer hcancel()
 	sctx, cancel := context.WithCancel(c.ctx)
 	stop := context.AfterFunc(hctx, cancel) // the handshake is bounded; the stream is not
 	defer stop()
-	stream, err := api.Subscribe(sctx)
+	stream, err := c.c.openSubscribe(sctx, addr)
 	if err != nil {
 		cancel()
 		return nil, fromRPC(hctx, err)

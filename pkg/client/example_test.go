@@ -71,6 +71,22 @@ func ExampleClient_Publish() {
 	fmt.Println("stored at", acks[0])
 }
 
+// Over hermes-wire, the low-latency binary protocol: the same calls.
+func ExampleDial_wire() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "wire://127.0.0.1:7070")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	acks, err := c.Publish(ctx, "quotes", []*client.Message{{Payload: []byte("EURUSD 1.0842")}},
+		client.WithMode(client.ModePerformance))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ring offset", acks[0].Offset)
+}
+
 func ExampleProducer() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, client.DefaultAddr)

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-func TestIntegrationAdmin(t *testing.T) {
-	b := startBroker(t)
+func TestIntegrationAdmin(t *testing.T) { eachTransport(t, testIntegrationAdmin) }
+
+func testIntegrationAdmin(t *testing.T, b *broker) {
 	c := b.dial()
 	ctx := testCtx(t)
 	info, err := c.CreateTopic(ctx, "orders", WithPartitionCount(3), WithRetention(time.Hour),
@@ -52,8 +53,9 @@ func TestIntegrationAdmin(t *testing.T) {
 
 // TestIntegrationProduceConsume: records produced through the Producer in
 // every mode-independent way come back, each once, at their acked offsets.
-func TestIntegrationProduceConsume(t *testing.T) {
-	b := startBroker(t)
+func TestIntegrationProduceConsume(t *testing.T) { eachTransport(t, testIntegrationProduceConsume) }
+
+func testIntegrationProduceConsume(t *testing.T, b *broker) {
 	c := b.dial()
 	ctx := testCtx(t)
 	mustCreate(t, c, "t", 3)
@@ -105,8 +107,9 @@ func TestIntegrationProduceConsume(t *testing.T) {
 	}
 }
 
-func TestIntegrationSyncPublishModes(t *testing.T) {
-	b := startBroker(t)
+func TestIntegrationSyncPublishModes(t *testing.T) { eachTransport(t, testIntegrationSyncPublishModes) }
+
+func testIntegrationSyncPublishModes(t *testing.T, b *broker) {
 	c := b.dial()
 	ctx := testCtx(t)
 	mustCreate(t, c, "t", 2)
@@ -131,8 +134,9 @@ func TestIntegrationSyncPublishModes(t *testing.T) {
 
 // TestIntegrationGroupCommit: a member commits part of what it read; the
 // next member of the group starts right after it.
-func TestIntegrationGroupCommit(t *testing.T) {
-	b := startBroker(t)
+func TestIntegrationGroupCommit(t *testing.T) { eachTransport(t, testIntegrationGroupCommit) }
+
+func testIntegrationGroupCommit(t *testing.T, b *broker) {
 	c := b.dial()
 	ctx := testCtx(t)
 	mustCreate(t, c, "t", 1)
@@ -180,7 +184,10 @@ func TestIntegrationGroupCommit(t *testing.T) {
 // 0..24) read before durable records 0..19 neither hide those records
 // from a consumer without group nor become a group's committed offset.
 func TestIntegrationPerformanceRecords(t *testing.T) {
-	b := startBroker(t)
+	eachTransport(t, testIntegrationPerformanceRecords)
+}
+
+func testIntegrationPerformanceRecords(t *testing.T, b *broker) {
 	c := b.dial()
 	ctx := testCtx(t)
 	mustCreate(t, c, "t", 1)
@@ -229,8 +236,9 @@ func TestIntegrationPerformanceRecords(t *testing.T) {
 
 // TestIntegrationPerMessageAck: an unacked record comes back after the
 // ack wait with a higher delivery count.
-func TestIntegrationPerMessageAck(t *testing.T) {
-	b := startBroker(t)
+func TestIntegrationPerMessageAck(t *testing.T) { eachTransport(t, testIntegrationPerMessageAck) }
+
+func testIntegrationPerMessageAck(t *testing.T, b *broker) {
 	c := b.dial()
 	ctx := testCtx(t)
 	mustCreate(t, c, "t", 1)
@@ -272,8 +280,9 @@ func TestIntegrationPerMessageAck(t *testing.T) {
 }
 
 // TestIntegrationGroupSplit: two members share four partitions.
-func TestIntegrationGroupSplit(t *testing.T) {
-	b := startBroker(t)
+func TestIntegrationGroupSplit(t *testing.T) { eachTransport(t, testIntegrationGroupSplit) }
+
+func testIntegrationGroupSplit(t *testing.T, b *broker) {
 	c := b.dial()
 	ctx := testCtx(t)
 	mustCreate(t, c, "t", 4)
@@ -304,8 +313,9 @@ func TestIntegrationGroupSplit(t *testing.T) {
 // TestIntegrationBrokerRestart: the broker is killed and restarted under a
 // Producer and a Consumer; both reconnect on their own, every acked record
 // is read.
-func TestIntegrationBrokerRestart(t *testing.T) {
-	b := startBroker(t)
+func TestIntegrationBrokerRestart(t *testing.T) { eachTransport(t, testIntegrationBrokerRestart) }
+
+func testIntegrationBrokerRestart(t *testing.T, b *broker) {
 	c := b.dial(WithRetry(20, 50*time.Millisecond))
 	ctx := testCtx(t)
 	mustCreate(t, c, "t", 1)

@@ -63,9 +63,25 @@ type broker struct {
 	addr    string
 	http    string
 	raft    string
+	wire    string
 	dataDir string
 	cmd     *exec.Cmd
 	out     *syncBuffer
+	// overWire: dial dials the hermes-wire listener (wire://), and the
+	// Client does the rest over the gRPC address the node tells.
+	overWire bool
+}
+
+// eachTransport runs test against a broker of its own over gRPC, then
+// over hermes-wire: the same Producer, Consumer and Publish on both.
+func eachTransport(t *testing.T, test func(t *testing.T, b *broker)) {
+	for _, tr := range []string{"grpc", "wire"} {
+		t.Run(tr, func(t *testing.T) {
+			b := startBroker(t)
+			b.overWire = tr == "wire"
+			test(t, b)
+		})
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writers and a reader.
@@ -88,7 +104,8 @@ func (s *syncBuffer) String() string {
 
 // startBroker runs a broker with a fresh data directory.
 func startBroker(t testing.TB) *broker {
-	b := &broker{t: t, addr: testcluster.FreeAddr(t), http: testcluster.FreeAddr(t), raft: testcluster.FreeAddr(t), dataDir: t.TempDir()}
+	b := &broker{t: t, addr: testcluster.FreeAddr(t), http: testcluster.FreeAddr(t), raft: testcluster.FreeAddr(t),
+		wire: testcluster.FreeAddr(t), dataDir: t.TempDir()}
 	b.start()
 	t.Cleanup(func() {
 		b.stop(syscall.SIGTERM)
@@ -103,7 +120,7 @@ func (b *broker) start() {
 	b.t.Helper()
 	b.out = &syncBuffer{}
 	b.cmd = exec.Command(hermesBinary(b.t), "serve", "--data-dir", b.dataDir,
-		"--grpc-addr", b.addr, "--http-addr", b.http, "--raft-addr", b.raft, "--kafka-addr", "", "--wire-addr", "", "--log-level", "warn")
+		"--grpc-addr", b.addr, "--http-addr", b.http, "--raft-addr", b.raft, "--kafka-addr", "", "--wire-addr", b.wire, "--log-level", "warn")
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)
@@ -140,8 +157,12 @@ func (b *broker) dial(opts ...Option) *Client {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	addr := b.addr
+	if b.overWire {
+		addr = "wire://" + b.wire
+	}
 	for {
-		c, err := Dial(ctx, b.addr, append([]Option{WithDialTimeout(time.Second)}, opts...)...)
+		c, err := Dial(ctx, addr, append([]Option{WithDialTimeout(time.Second)}, opts...)...)
 		if err == nil {
 			b.t.Cleanup(func() { c.Close() })
 			return c

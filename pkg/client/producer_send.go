@@ -20,7 +20,7 @@ import (
 // receiver goroutine reads it.
 type pubStream struct {
 	addr     string // the node's address; "" for the dialled node
-	stream   hermesv1.Hermes_PublishStreamClient
+	stream   publishStream
 	cancel   context.CancelFunc
 	inflight map[uint64]*batch // Lock: Producer.mu. By request id.
 	broken   bool              // Lock: Producer.mu. No more sends.
@@ -136,15 +136,11 @@ func (p *Producer) pause(t *time.Timer, d time.Duration) bool {
 // connect opens a new PublishStream to the node at addr ("": the dialled
 // node) and starts its receiver.
 func (p *Producer) connect(addr string) error {
-	api, err := p.c.leaderAPI(p.ctx, addr)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(p.ctx)
-	st, err := api.PublishStream(ctx)
+	st, err := p.c.openPublish(ctx, addr, p.topic)
 	if err != nil {
 		cancel()
-		return fromRPC(ctx, err)
+		return err
 	}
 	s := &pubStream{addr: addr, stream: st, cancel: cancel, inflight: make(map[uint64]*batch)}
 	p.mu.Lock()

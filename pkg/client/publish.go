@@ -79,6 +79,17 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs []*Message, opt
 		req.Records[i] = m.toProto()
 	}
 	addTrace(ctx, msgs, req.Records) // ctx's span, if any, in each record's headers (trace.go)
+	if c.wire != nil {
+		part := int32(-1)
+		if cfg.hasPartition {
+			part = cfg.partition
+		}
+		acks, mode, err := c.publishWire(ctx, topic, part, cfg.mode, req.Records)
+		if err != nil {
+			return nil, err
+		}
+		return toAcks(msgs, acks, mode)
+	}
 	var resp *hermesv1.PublishResponse
 	err := c.call(ctx, func(ctx context.Context) (e error) {
 		if !cfg.hasPartition {
@@ -91,13 +102,18 @@ func (c *Client) Publish(ctx context.Context, topic string, msgs []*Message, opt
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.GetAcks()) != len(msgs) {
+	return toAcks(msgs, resp.GetAcks(), Mode(resp.GetMode()))
+}
+
+// toAcks pairs the broker's acknowledgements with the published msgs.
+func toAcks(msgs []*Message, got []*hermesv1.RecordAck, mode Mode) ([]Ack, error) {
+	if len(got) != len(msgs) {
 		return nil, &Error{Code: CodeInternal,
-			Message: fmt.Sprintf("broker acknowledged %d records of %d", len(resp.GetAcks()), len(msgs))}
+			Message: fmt.Sprintf("broker acknowledged %d records of %d", len(got), len(msgs))}
 	}
 	acks := make([]Ack, len(msgs))
-	for i, a := range resp.GetAcks() {
-		acks[i] = Ack{ID: msgs[i].ID, Partition: a.GetPartition(), Offset: a.GetOffset(), Mode: Mode(resp.GetMode())}
+	for i, a := range got {
+		acks[i] = Ack{ID: msgs[i].ID, Partition: a.GetPartition(), Offset: a.GetOffset(), Mode: mode}
 	}
 	return acks, nil
 }

@@ -44,11 +44,15 @@ var ErrClosed = errors.New("hermes-wire: connection closed")
 // its records' bytes.
 type Client struct {
 	nc net.Conn
-	// NodeID, Principal and Server are what the handshake said.
+	// NodeID, Principal and Server are what the handshake said;
+	// GRPCAddr the node's gRPC address, when it told it
+	// (CapGRPCAddress).
 	NodeID    uint64
 	Principal string
 	Server    string
+	GRPCAddr  string
 	maxFrame  int
+	caps      uint32 // the capabilities the server accepted
 
 	corr     atomic.Uint64
 	inflight chan struct{}
@@ -163,7 +167,7 @@ func (c *Client) hello(br *bufio.Reader, o Options) error {
 	b = append(b, Magic[:]...)
 	b = AppendU16(b, Version)
 	b = AppendU16(b, Version)
-	b = AppendU32(b, 0)
+	b = AppendU32(b, CapGRPCAddress|CapClientID)
 	b = AppendStr(b, o.ClientName)
 	switch {
 	case o.Token != "":
@@ -197,7 +201,8 @@ func (c *Client) hello(br *bufio.Reader, o Options) error {
 		return fmt.Errorf("hermes-wire handshake: the server chose version %d", v)
 	}
 	d.Zero(2, "reserved")
-	d.U32("capabilities")
+	caps := d.U32("capabilities")
+	c.caps = caps
 	c.NodeID = d.U64("node id")
 	c.maxFrame = int(d.U32("max frame"))
 	if n := int(d.U32("max in flight")); n > 0 && n < MaxInFlight {
@@ -205,6 +210,9 @@ func (c *Client) hello(br *bufio.Reader, o Options) error {
 	}
 	c.Principal = string(d.Str(1<<16-1, "principal"))
 	c.Server = string(d.Str(1<<16-1, "server"))
+	if caps&CapGRPCAddress != 0 {
+		c.GRPCAddr = string(d.Str(1<<16-1, "gRPC address"))
+	}
 	return d.End()
 }
 
@@ -443,6 +451,15 @@ func (c *Client) OpenTopic(ctx context.Context, name string) (Topic, error) {
 	c.topics[name] = t
 	c.mu.Unlock()
 	return t, nil
+}
+
+// Opened returns the topic of that name as it was last opened on this
+// connection.
+func (c *Client) Opened(name string) (Topic, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.topics[name]
+	return t, ok
 }
 
 // AppendPublish appends a PUBLISH frame of records to b.

@@ -106,6 +106,15 @@ const (
 	StartTimestamp = 3
 )
 
+// Capabilities of a HELLO and its HELLO_OK.
+const (
+	// CapGRPCAddress: HELLO_OK ends with the node's gRPC address (for
+	// what hermes-wire does not carry: topic and group administration).
+	CapGRPCAddress = 1 << 0
+	// CapClientID: SUBSCRIBE ends with the member's client id.
+	CapClientID = 1 << 1
+)
+
 // FlagFatal on an ERROR: the server closes the connection after it.
 const FlagFatal = 1
 

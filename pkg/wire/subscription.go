@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -13,8 +14,10 @@ type SubscribeOptions struct {
 	// Topic is an opened topic's id.
 	Topic uint32
 	// Group makes the subscriber a member of a consumer group ("": a
-	// plain subscriber of Partitions, all when empty).
+	// plain subscriber of Partitions, all when empty); ClientID names the
+	// member in the group's description (default: the client's name).
 	Group      string
+	ClientID   string
 	Partitions []int32
 	// Start is where to start (StartLatest, StartEarliest, StartOffset,
 	// StartTimestamp) and StartValue the offset or Unix nanoseconds.
@@ -39,6 +42,15 @@ type SubscribeOptions struct {
 	// connection's reader goroutine (the lowest latency; it must not
 	// block), instead of Next.
 	Handler func(*Delivery)
+	// ManualCredit: the Subscription grants no credit of its own; the
+	// caller grants it (Grant) as it consumes.
+	ManualCredit bool
+	// RawBatches: packed deliveries keep their batches as they came
+	// (Delivery.Batches) instead of being decoded into Records.
+	RawBatches bool
+	// OnEnd, when set, is called once when the subscription ends (the
+	// server ended it, the connection failed, or Close), with why.
+	OnEnd func(error)
 }
 
 // Delivery is an ASSIGNMENT or a DELIVER.
@@ -57,6 +69,9 @@ type Delivery struct {
 	// Records carry their offsets; DeliveryCounts their delivery count.
 	Records        []record.Record
 	DeliveryCounts []int
+	// Batches are the packed batches of the delivery, undecoded, with
+	// SubscribeOptions.RawBatches (Records is then empty).
+	Batches [][]byte
 }
 
 // Subscription is one subscription of a Client.
@@ -69,6 +84,9 @@ type Subscription struct {
 
 	handler func(*Delivery)
 	credit  int
+	manual  bool // ManualCredit
+	raw     bool // RawBatches
+	onEnd   func(error)
 	// consumed counts records handed out since credit was last granted.
 	mu       sync.Mutex
 	queue    []*Delivery
@@ -82,6 +100,9 @@ func (c *Client) Subscribe(ctx context.Context, o SubscribeOptions) (*Subscripti
 	if o.Credit <= 0 {
 		o.Credit = 1000
 	}
+	if o.RawBatches && !o.ManualCredit {
+		return nil, errors.New("hermes-wire: RawBatches needs ManualCredit (the subscription cannot count the records of undecoded batches)")
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -89,7 +110,8 @@ func (c *Client) Subscribe(ctx context.Context, o SubscribeOptions) (*Subscripti
 		return nil, err
 	}
 	c.nextSub++
-	s := &Subscription{c: c, id: c.nextSub, handler: o.Handler, credit: o.Credit, ready: make(chan struct{}, 1)}
+	s := &Subscription{c: c, id: c.nextSub, handler: o.Handler, credit: o.Credit, ready: make(chan struct{}, 1),
+		manual: o.ManualCredit, raw: o.RawBatches, onEnd: o.OnEnd}
 	c.subs[s.id] = s // deliveries may follow SUBSCRIBED at once
 	c.mu.Unlock()
 	corr := c.nextCorr()
@@ -114,6 +136,9 @@ func (c *Client) Subscribe(ctx context.Context, o SubscribeOptions) (*Subscripti
 	b = AppendU16(b, uint16(len(o.Partitions)))
 	for _, p := range o.Partitions {
 		b = AppendU32(b, uint32(p))
+	}
+	if c.caps&CapClientID != 0 {
+		b = AppendStr(b, o.ClientID)
 	}
 	h, body, err := c.request(ctx, FinishFrame(b, at), corr)
 	if err == nil && h.Type != FrameSubscribed {
@@ -180,6 +205,10 @@ func (s *Subscription) push(typ uint8, d *Decoder) error {
 			return err
 		}
 	case FormatBatch:
+		if s.raw {
+			dl.Batches = splitBatches(d.Rest())
+			break
+		}
 		for _, bt := range splitBatches(d.Rest()) {
 			recs, err := record.DecodeRecords(nil, bt)
 			if err != nil {
@@ -230,9 +259,10 @@ func (s *Subscription) deliver(d *Delivery) {
 	}
 }
 
-// consumedRecords grants credit back once half of it was consumed.
+// consumedRecords grants credit back once half of it was consumed
+// (unless the caller grants it: ManualCredit).
 func (s *Subscription) consumedRecords(n int) {
-	if n == 0 {
+	if n == 0 || s.manual {
 		return
 	}
 	s.mu.Lock()
@@ -285,13 +315,17 @@ func (s *Subscription) Next(ctx context.Context) (*Delivery, error) {
 
 func (s *Subscription) end(err error) {
 	s.mu.Lock()
-	if s.err == nil {
+	first := s.err == nil
+	if first {
 		s.err = err
 	}
 	s.mu.Unlock()
 	select {
 	case s.ready <- struct{}{}:
 	default:
+	}
+	if first && s.onEnd != nil {
+		s.onEnd(err)
 	}
 }
 

@@ -53,6 +53,10 @@ type conn struct {
 	subs      map[uint32]*sub //
 	subsWG    sync.WaitGroup
 	handshake bool
+	// caps are the capabilities accepted in the handshake; clientName
+	// the HELLO's.
+	caps       uint32
+	clientName string
 
 	// The output buffer: frames wait in wbuf until written, by the
 	// writer goroutine or by a reader flushing without blocking. At most
@@ -261,7 +265,10 @@ func (c *conn) hello(h wire.Header, body []byte) error {
 	d := wire.NewDecoder(body)
 	magic := d.Take(4, "magic")
 	minV, maxV := d.U16("min version"), d.U16("max version")
-	d.U32("capabilities")
+	caps := d.U32("capabilities") & (wire.CapGRPCAddress | wire.CapClientID) // the ones this server knows
+	if c.s.cfg.GRPCAddress == "" {
+		caps &^= wire.CapGRPCAddress
+	}
 	name := d.Str(wire.MaxClientName, "client name")
 	method := d.U8("auth")
 	creds := broker.Credentials{Addr: c.addr}
@@ -304,17 +311,21 @@ func (c *conn) hello(h wire.Header, body []byte) error {
 	}
 	c.ctx = broker.WithPrincipal(c.ctx, p)
 	c.handshake = true
+	c.caps, c.clientName = caps, string(name)
 	c.nc.SetDeadline(time.Time{})
 	c.log = c.log.With("client_name", string(name), "principal", p.Name)
 	b, at := wire.BeginFrame(c.out[:0], wire.FrameHelloOK, 0, h.Corr)
 	b = wire.AppendU16(b, wire.Version)
 	b = wire.AppendU16(b, 0)
-	b = wire.AppendU32(b, 0)
+	b = wire.AppendU32(b, caps)
 	b = wire.AppendU64(b, c.s.api.NodeID())
 	b = wire.AppendU32(b, wire.MaxFrame)
 	b = wire.AppendU32(b, wire.MaxInFlight)
 	b = wire.AppendStr(b, p.Name)
 	b = wire.AppendStr(b, c.s.cfg.ServerName)
+	if caps&wire.CapGRPCAddress != 0 {
+		b = wire.AppendStr(b, c.s.cfg.GRPCAddress)
+	}
 	c.out = wire.FinishFrame(b, at)
 	c.queue(c.out)
 	c.markDirty(c)

@@ -45,9 +45,11 @@ type Config struct {
 	// (busy polling): lower latency on machines with cores to spare, a
 	// whole core per busy connection.
 	Spin bool
-	// ServerName is sent in HELLO_OK.
-	ServerName string
-	Logger     *slog.Logger
+	// ServerName is sent in HELLO_OK; GRPCAddress too, to clients that
+	// ask for it (CapGRPCAddress): the node's advertised gRPC address.
+	ServerName  string
+	GRPCAddress string
+	Logger      *slog.Logger
 	// Requests, when set, counts and times the request frames.
 	Requests *reqmetrics.Metrics
 }

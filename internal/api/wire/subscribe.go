@@ -53,6 +53,12 @@ func (c *conn) subscribe(h wire.Header, d *wire.Decoder) error {
 			}
 		}
 	}
+	clientID := c.clientName
+	if c.caps&wire.CapClientID != 0 {
+		if id := d.Str(wire.MaxClientName, "client id"); len(id) > 0 {
+			clientID = string(id)
+		}
+	}
 	if flags&^(wire.SubPerformance|wire.SubPacked) != 0 {
 		d.Fail("unknown subscribe flags %#02x", flags)
 	}
@@ -81,7 +87,7 @@ func (c *conn) subscribe(h wire.Header, d *wire.Decoder) error {
 		return invalid("a connection may have at most %d subscriptions", wire.MaxSubscriptions)
 	}
 	opts := broker.SubscribeOptions{
-		Topic: name, Group: string(group), Partitions: parts,
+		Topic: name, Group: string(group), Partitions: parts, ClientID: clientID,
 		SessionTimeout:     time.Duration(sessionMs) * time.Millisecond,
 		AckWait:            time.Duration(ackWaitMs) * time.Millisecond,
 		MaxDeliveries:      int(min(maxDeliveries, 1<<20)),

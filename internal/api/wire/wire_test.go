@@ -156,3 +156,99 @@ func FuzzFrames(f *testing.F) {
 		}
 	})
 }
+
+// TestHandshakeCapabilities: a client that asks for no capability gets
+// the v1 HELLO_OK byte for byte (nothing after the server's name); one
+// that asks for GRPC_ADDRESS and CLIENT_ID (and a bit no one defined)
+// gets the two it asked for, the node's gRPC address at the end, and its
+// members are named by the client id of their SUBSCRIBE.
+func TestHandshakeCapabilities(t *testing.T) {
+	fake := brokertest.New()
+	if _, err := fake.CreateTopic(context.Background(), "t", broker.TopicConfig{Partitions: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	s := New(fake, Config{ServerName: "hermes test", GRPCAddress: "127.0.0.9:50051", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+
+	hello := func(caps uint32) (uint32, []byte) {
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		b, at := wire.BeginFrame(nil, wire.FrameHello, 0, 0)
+		b = append(b, wire.Magic[:]...)
+		b = wire.AppendU16(wire.AppendU16(b, 1), 1)
+		b = wire.AppendStr(wire.AppendU32(b, caps), "caps")
+		b = append(b, wire.AuthNone)
+		if _, err := nc.Write(wire.FinishFrame(b, at)); err != nil {
+			t.Fatal(err)
+		}
+		hdr := make([]byte, wire.HeaderSize)
+		if _, err := io.ReadFull(nc, hdr); err != nil {
+			t.Fatal(err)
+		}
+		h, err := wire.ParseHeader(hdr)
+		if err != nil || h.Type != wire.FrameHelloOK {
+			t.Fatalf("answer %+v, %v", h, err)
+		}
+		body := make([]byte, h.BodyLen())
+		if _, err := io.ReadFull(nc, body); err != nil {
+			t.Fatal(err)
+		}
+		d := wire.NewDecoder(body)
+		d.U16("version")
+		d.Zero(2, "reserved")
+		got := d.U32("capabilities")
+		d.U64("node")
+		d.U32("max frame")
+		d.U32("max in flight")
+		d.Str(1<<16-1, "principal")
+		if server := d.Str(1<<16-1, "server"); string(server) != "hermes test" {
+			t.Fatalf("server %q", server)
+		}
+		return got, d.Rest()
+	}
+	if caps, rest := hello(0); caps != 0 || len(rest) != 0 {
+		t.Fatalf("no capability asked: answered %#x and %d bytes after the server's name", caps, len(rest))
+	}
+	caps, rest := hello(wire.CapGRPCAddress | wire.CapClientID | 1<<7)
+	if caps != wire.CapGRPCAddress|wire.CapClientID {
+		t.Fatalf("capabilities answered %#x", caps)
+	}
+	d := wire.NewDecoder(rest)
+	if addr := d.Str(1<<16-1, "grpc address"); string(addr) != "127.0.0.9:50051" || d.End() != nil {
+		t.Fatalf("gRPC address %q, %v", addr, d.End())
+	}
+
+	c := dialTest(t, ln.Addr().String())
+	if c.GRPCAddr != "127.0.0.9:50051" {
+		t.Fatalf("client's GRPCAddr %q", c.GRPCAddr)
+	}
+	ctx := context.Background()
+	top, err := c.OpenTopic(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"reader-7", ""} {
+		sub, err := c.Subscribe(ctx, wire.SubscribeOptions{Topic: top.ID, Group: "g" + id, ClientID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs := fake.Subscriptions()
+		want := id
+		if want == "" {
+			want = "unit" // the HELLO's client name
+		}
+		if got := subs[len(subs)-1]; got.Group != "g"+id || got.ClientID != want {
+			t.Fatalf("client id %q: subscribed as %q in group %q", id, got.ClientID, got.Group)
+		}
+		sub.Close(ctx)
+	}
+}

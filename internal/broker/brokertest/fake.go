@@ -35,6 +35,7 @@ type Fake struct {
 	topics  map[string]*fakeTopic
 	offsets map[string]map[tp]int64 // group → partition → offset
 	calls   []Call
+	subOpts []broker.SubscribeOptions // of every Subscribe, in order
 	changed chan struct{}
 	// Errs, by method name, is returned by that method instead of doing
 	// anything. Set it before the adapter runs.

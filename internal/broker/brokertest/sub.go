@@ -24,6 +24,7 @@ func (f *Fake) Subscribe(ctx context.Context, opts broker.SubscribeOptions) (bro
 	if err != nil {
 		return nil, err
 	}
+	f.subOpts = append(f.subOpts, opts)
 	s := &sub{f: f, opts: opts, cursors: map[int32]int64{}, principal: broker.PrincipalFrom(ctx).Name, done: make(chan struct{})}
 	parts := opts.Partitions
 	if len(parts) == 0 {
@@ -53,6 +54,13 @@ func (f *Fake) Subscribe(ctx context.Context, opts broker.SubscribeOptions) (bro
 		s.announce = true
 	}
 	return s, nil
+}
+
+// Subscriptions returns the options of every Subscribe so far, in order.
+func (f *Fake) Subscriptions() []broker.SubscribeOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.subOpts)
 }
 
 // sub is a Fake subscription. Its fields are guarded by f.mu.
