@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermes-mq/hermes/internal/testcluster"
+	"github.com/hermes-mq/hermes/pkg/client"
 	"github.com/hermes-mq/hermes/pkg/record"
 	"github.com/hermes-mq/hermes/pkg/wire"
 	pb "github.com/hermes-mq/hermes/proto/hermes/v1"
@@ -150,5 +151,60 @@ func TestWireTLSClientCertificate(t *testing.T) {
 	}
 	if _, err := wire.Dial(context.Background(), n.WireAddr, wire.Options{DialTimeout: 3 * time.Second}); err == nil {
 		t.Fatal("a plaintext client got through the TLS listener")
+	}
+}
+
+// TestSDKOverWireAuthenticates: the Go SDK dialled with wire:// sends its
+// credentials in the handshake and with every gRPC call it makes for
+// administration; wrong ones fail Dial at once with UNAUTHENTICATED.
+func TestSDKOverWireAuthenticates(t *testing.T) {
+	n := startAuthNode(t)
+	ctx := ctxT(t, time.Minute)
+	admin := authDriver(t, "grpc", n, basic("admin", "adminpass1")).(*grpcDriver)
+	if _, err := admin.c.CreateUser(ctx, &pb.CreateUserRequest{Name: "carol", Password: "carolpass1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []pb.Operation{pb.Operation_OPERATION_READ, pb.Operation_OPERATION_WRITE, pb.Operation_OPERATION_DESCRIBE} {
+		a := &pb.Acl{Principal: "carol", ResourceType: pb.ResourceType_RESOURCE_TYPE_TOPIC, Name: "sdkwire", Operation: op,
+			Pattern: pb.PatternType_PATTERN_TYPE_LITERAL, Permission: pb.Permission_PERMISSION_ALLOW}
+		if _, err := admin.c.CreateAcls(ctx, &pb.CreateAclsRequest{Acls: []*pb.Acl{a}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.CreateTopic(ctx, "sdkwire", cTopicConfig{Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	if _, err := client.Dial(ctx, "wire://"+n.WireAddr, client.WithCredentials("carol", "wrong-password")); !errors.Is(err, client.ErrUnauthenticated) {
+		t.Fatalf("wrong password: %v, want UNAUTHENTICATED", err)
+	} else if time.Since(start) > 5*time.Second {
+		t.Errorf("a refused handshake took %v: it was retried", time.Since(start))
+	}
+
+	c, err := client.Dial(ctx, "wire://"+n.WireAddr, client.WithCredentials("carol", "carolpass1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	acks, err := c.Publish(ctx, "sdkwire", []*client.Message{{Payload: []byte("by carol")}})
+	if err != nil || len(acks) != 1 {
+		t.Fatalf("publish: %v %v", acks, err)
+	}
+	info, err := c.DescribeTopic(ctx, "sdkwire") // over gRPC, as carol
+	if err != nil || info.Partitions[0].EndOffset != 1 {
+		t.Fatalf("describe: %+v %v", info, err)
+	}
+	if _, err := c.CreateTopic(ctx, "not-carols"); !errors.Is(err, client.ErrPermissionDenied) {
+		t.Errorf("create a topic carol may not: %v, want PERMISSION_DENIED", err)
+	}
+	cs, err := c.Subscribe(ctx, "sdkwire", client.FromBeginning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	m, err := cs.Next(ctx)
+	if err != nil || string(m.Payload) != "by carol" {
+		t.Fatalf("next: %v %v", m, err)
 	}
 }
