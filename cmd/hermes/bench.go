@@ -95,7 +95,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&b.cfg.Size, "size", d.Size, "payload bytes (at least the 48-byte verification header)")
 	f.IntVar(&b.cfg.Partitions, "partitions", d.Partitions, "partitions of each topic")
 	f.IntVar(&b.cfg.Replicas, "replicas", d.Replicas, "replication factor of Kafka topics and NATS streams")
-	f.StringSliceVar(&b.cfg.GRPCTargets, "grpc-targets", d.GRPCTargets, "Hermes gRPC addresses; worker w publishes to the (w mod n)-th")
+	f.StringSliceVar(&b.cfg.GRPCTargets, "grpc-targets", d.GRPCTargets, "Hermes gRPC addresses; worker w publishes to the (w mod n)-th (wire://host:port: the same SDK over hermes-wire)")
 	f.StringSliceVar(&b.cfg.HTTPTargets, "http-targets", d.HTTPTargets, "Hermes HTTP addresses for -protocol rest/graphql")
 	f.StringSliceVar(&b.cfg.WireTargets, "wire-targets", d.WireTargets, "Hermes hermes-wire addresses for -protocol wire; worker w publishes to the (w mod n)-th")
 	f.StringVar(&b.cfg.SubTarget, "sub-target", "", "Hermes gRPC address of the subscribers (default: the first -grpc-targets; with -protocol wire, the subscribers use hermes-wire on the first -wire-targets)")
