@@ -465,7 +465,11 @@ func (s *wireSubscribe) Send(req *hermesv1.SubscribeRequest) error {
 		err = s.acks(k.Nack.GetRecords(), s.sub.Nack)
 	case *hermesv1.SubscribeRequest_Commit:
 		offs := k.Commit.GetOffsets()
-		s.orderly <- func() { s.commit(offs) }
+		select {
+		case s.orderly <- func() { s.commit(offs) }:
+		case <-s.ctx.Done(): // runOrderly is gone: the commit is lost with the stream
+			err = &Error{Code: CodeUnavailable, Retriable: true, Message: "subscription cancelled"}
+		}
 	default:
 		err = &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("hermes-wire: no frame for a %T request", k)}
 	}
