@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -129,6 +130,30 @@ func testIntegrationSyncPublishModes(t *testing.T, b *broker) {
 	}
 	if _, err := c.Publish(ctx, "t", []*Message{{}}, WithPartition(7)); !errors.Is(err, ErrPartitionNotFound) {
 		t.Errorf("partition 7: %v", err)
+	}
+	long := strings.Repeat("x", 300)
+	conn := func() any { // the hermes-wire connection in use (nil over gRPC)
+		if c.wire == nil {
+			return nil
+		}
+		c.wire.mu.Lock()
+		defer c.wire.mu.Unlock()
+		return c.wire.c
+	}
+	before := conn()
+	if _, err := c.Publish(ctx, long, []*Message{{}}); !errors.Is(err, ErrInvalidTopicName) && !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a 300-byte topic name: %v", err)
+	}
+	if _, err := c.Subscribe(ctx, "t", WithGroup(long)); !errors.Is(err, ErrInvalidTopicName) && !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("a 300-byte group name: %v", err)
+	}
+	// The refusals left the connection (shared, over hermes-wire) as it
+	// was: the node never saw the malformed names.
+	if _, err := c.Publish(ctx, "t", []*Message{{Payload: []byte("after")}}); err != nil {
+		t.Errorf("publish after the refusals: %v", err)
+	}
+	if after := conn(); after != before {
+		t.Errorf("the hermes-wire connection was replaced after the refusals")
 	}
 }
 

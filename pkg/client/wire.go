@@ -202,6 +202,11 @@ func (w *wireConn) get(ctx context.Context) (*wire.Client, error) {
 
 // topic returns the live connection and topic's id on it.
 func (w *wireConn) topic(ctx context.Context, name string) (*wire.Client, uint32, error) {
+	if len(name) > wire.MaxName {
+		// The node would close the connection, shared by every stream of
+		// the Client, for the malformed frame: refuse it here.
+		return nil, 0, &Error{Code: CodeInvalidTopicName, Message: fmt.Sprintf("invalid name: topic name must be 1 to %d characters, got %d", wire.MaxName, len(name))}
+	}
 	wc, err := w.get(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -487,6 +492,10 @@ func (s *wireSubscribe) open(o *hermesv1.SubscribeOptions) error {
 		return &Error{Code: CodeInvalidArgument, Message: "hermes-wire's dead-letter topic is always <topic>.dlq: subscribe over gRPC for another"}
 	case o.GetMaxAckPending() != 0:
 		return &Error{Code: CodeInvalidArgument, Message: "hermes-wire has no bound on unacknowledged records (WithMaxAckPending): subscribe over gRPC for one"}
+	case len(o.GetGroup()) > wire.MaxName: // a malformed frame would close the shared connection
+		return &Error{Code: CodeInvalidTopicName, Message: fmt.Sprintf("invalid name: group name must be 1 to %d characters, got %d", wire.MaxName, len(o.GetGroup()))}
+	case len(o.GetClientId()) > wire.MaxClientName:
+		return &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("client id of %d bytes; at most %d", len(o.GetClientId()), wire.MaxClientName)}
 	}
 	wc, id, err := s.w.topic(s.ctx, o.GetTopic())
 	if err != nil {
