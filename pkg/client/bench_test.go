@@ -56,6 +56,40 @@ func BenchmarkProducer(b *testing.B) {
 	}
 }
 
+// BenchmarkProducerBatch is BenchmarkProducer with the records given 100
+// at a time (PublishBatch); ns/op is per record.
+func BenchmarkProducerBatch(b *testing.B) {
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprint("payload=", size), func(b *testing.B) {
+			_, c := startFake(b)
+			if _, err := c.CreateTopic(context.Background(), "t", WithPartitionCount(4)); err != nil {
+				b.Fatal(err)
+			}
+			p, err := c.NewProducer(context.Background(), "t")
+			if err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			ctx := context.Background()
+			msgs := make([]*Message, 100)
+			n := 0
+			for b.Loop() {
+				msgs[n] = &Message{Payload: payload}
+				if n++; n == len(msgs) {
+					p.PublishBatch(ctx, msgs)
+					n = 0
+				}
+			}
+			p.PublishBatch(ctx, msgs[:n])
+			if err := p.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
 // BenchmarkBrokerProducer measures the Producer against the real broker
 // (one node, eventual mode, 4 partitions) on this machine.
 func BenchmarkBrokerProducer(b *testing.B) {

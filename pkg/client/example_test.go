@@ -112,6 +112,32 @@ func ExampleProducer() {
 	}
 }
 
+func ExampleProducer_PublishBatch() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.DefaultAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.NewProducer(ctx, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	msgs := make([]*client.Message, 0, 500)
+	for i := range 500 {
+		msgs = append(msgs, &client.Message{Key: fmt.Appendf(nil, "customer-%d", i%20), Payload: fmt.Appendf(nil, "event %d", i)})
+	}
+	futs := p.PublishBatch(ctx, msgs) // one Future per message, in order
+	if err := p.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range futs {
+		if _, err := f.Wait(ctx); err != nil {
+			log.Printf("record %v failed: %v", f.ID(), err)
+		}
+	}
+}
+
 func ExampleClient_Subscribe() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, client.DefaultAddr)

@@ -80,6 +80,60 @@ func TestProducerPublishes(t *testing.T) {
 	}
 }
 
+// TestProducerPublishBatch: records given as slices land once each, at
+// the offsets their Futures say, in order within a key's partition; a
+// record too large fails alone; a slice larger than the buffer bound
+// goes through (the sender is woken to free space), and after Close
+// every record of a slice fails with ErrClosed.
+func TestProducerPublishBatch(t *testing.T) {
+	fb, c := startFake(t)
+	mustCreate(t, c, "orders", 3)
+	p, err := c.NewProducer(testCtx(t), "orders", WithMaxBatchRecords(50), WithMaxBufferedBytes(3_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futs []*Future
+	var tooLarge *Future
+	for s := range 10 {
+		msgs := make([]*Message, 100)
+		for i := range msgs {
+			msgs[i] = &Message{Key: []byte(fmt.Sprint("key-", i%7)), Payload: []byte(fmt.Sprint(s*100 + i))}
+		}
+		if s == 4 {
+			msgs = append(msgs, &Message{Payload: make([]byte, 30_000)}) // over the buffer bound
+		}
+		got := p.PublishBatch(testCtx(t), msgs)
+		if len(got) != len(msgs) {
+			t.Fatalf("%d futures for %d messages", len(got), len(msgs))
+		}
+		if s == 4 {
+			tooLarge, got = got[100], got[:100]
+		}
+		futs = append(futs, got...)
+	}
+	if err := waitErr(t, tooLarge); !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("the record too large: %v", err)
+	}
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkAcks(t, fb, "orders", futs)
+	last := map[string]Ack{} // by key: offsets grow in publish order
+	for i, f := range futs {
+		a, _ := f.Wait(testCtx(t))
+		k := fmt.Sprint("key-", (i%100)%7)
+		if prev, ok := last[k]; ok && (a.Partition != prev.Partition || a.Offset <= prev.Offset) {
+			t.Fatalf("record %d of %s at %v after %v", i, k, a, prev)
+		}
+		last[k] = a
+	}
+	for _, f := range p.PublishBatch(testCtx(t), []*Message{{}, {}}) {
+		if err := waitErr(t, f); !errors.Is(err, ErrClosed) {
+			t.Errorf("publish after close: %v", err)
+		}
+	}
+}
+
 func waitErr(t *testing.T, f *Future) error {
 	_, err := f.Wait(testCtx(t))
 	return err
