@@ -147,8 +147,15 @@ func testIntegrationSyncPublishModes(t *testing.T, b *broker) {
 	if _, err := c.Subscribe(ctx, "t", WithGroup(long)); !errors.Is(err, ErrInvalidTopicName) && !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("a 300-byte group name: %v", err)
 	}
+	huge := make([]*Message, 20)
+	for i := range huge {
+		huge[i] = &Message{Payload: make([]byte, 1<<20)}
+	}
+	if _, err := c.Publish(ctx, "t", huge); !errors.Is(err, ErrMessageTooLarge) && !errors.Is(err, ErrResourceExhausted) {
+		t.Errorf("a publish of 20 MiB: %v", err)
+	}
 	// The refusals left the connection (shared, over hermes-wire) as it
-	// was: the node never saw the malformed names.
+	// was: the node never saw the malformed names or the oversized frame.
 	if _, err := c.Publish(ctx, "t", []*Message{{Payload: []byte("after")}}); err != nil {
 		t.Errorf("publish after the refusals: %v", err)
 	}

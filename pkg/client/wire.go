@@ -280,6 +280,20 @@ func recordsOf(rs []*hermesv1.Record) []record.Record {
 // publishWire is Client.Publish over hermes-wire.
 func (c *Client) publishWire(ctx context.Context, topic string, partition int32, mode Mode, rs []*hermesv1.Record) ([]*hermesv1.RecordAck, Mode, error) {
 	recs := recordsOf(rs)
+	// A frame over the node's limit would close the connection, which
+	// every stream of the Client shares: refuse it here. The count is an
+	// upper bound of the frame's size.
+	size := wire.HeaderSize + 16
+	for i := range recs {
+		size += 64 + len(recs[i].Key) + len(recs[i].Payload)
+		for _, h := range recs[i].Headers {
+			size += 8 + len(h.Key) + len(h.Value)
+		}
+	}
+	if size > wire.MaxFrame {
+		return nil, 0, &Error{Code: CodeMessageTooLarge, Message: fmt.Sprintf(
+			"a publish of %d records and about %d bytes exceeds hermes-wire's frame limit of %d bytes: publish fewer at once, or use a Producer", len(recs), size, wire.MaxFrame)}
+	}
 	var ack wire.Ack
 	err := c.call(ctx, func(ctx context.Context) error {
 		wc, id, err := c.wire.topic(ctx, topic)
