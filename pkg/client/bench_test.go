@@ -32,57 +32,49 @@ func BenchmarkEncode(b *testing.B) {
 // BenchmarkProducer measures the Producer against the in-memory fake
 // broker (client overhead, not broker speed).
 func BenchmarkProducer(b *testing.B) {
-	for _, size := range []int{100, 1000} {
-		b.Run(fmt.Sprint("payload=", size), func(b *testing.B) {
-			_, c := startFake(b)
-			if _, err := c.CreateTopic(context.Background(), "t", WithPartitionCount(4)); err != nil {
-				b.Fatal(err)
-			}
-			p, err := c.NewProducer(context.Background(), "t")
-			if err != nil {
-				b.Fatal(err)
-			}
-			payload := make([]byte, size)
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			ctx := context.Background()
-			for b.Loop() {
-				p.Publish(ctx, &Message{Payload: payload})
-			}
-			if err := p.Close(ctx); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
+	benchFakeProducer(b, func(ctx context.Context, loop func() bool, p *Producer, payload []byte) {
+		for loop() {
+			p.Publish(ctx, &Message{Payload: payload})
+		}
+	})
 }
 
 // BenchmarkProducerBatch is BenchmarkProducer with the records given 100
 // at a time (PublishBatch); ns/op is per record.
 func BenchmarkProducerBatch(b *testing.B) {
+	benchFakeProducer(b, func(ctx context.Context, loop func() bool, p *Producer, payload []byte) {
+		msgs := make([]*Message, 100)
+		n := 0
+		for loop() {
+			msgs[n] = &Message{Payload: payload}
+			if n++; n == len(msgs) {
+				p.PublishBatch(ctx, msgs)
+				n = 0
+			}
+		}
+		p.PublishBatch(ctx, msgs[:n])
+	})
+}
+
+// benchFakeProducer runs publish (one record per loop() iteration) with
+// a Producer of a 4-partition topic of the in-memory fake broker, for
+// 100-byte and 1 KB payloads, and closes the Producer.
+func benchFakeProducer(b *testing.B, publish func(ctx context.Context, loop func() bool, p *Producer, payload []byte)) {
 	for _, size := range []int{100, 1000} {
 		b.Run(fmt.Sprint("payload=", size), func(b *testing.B) {
 			_, c := startFake(b)
-			if _, err := c.CreateTopic(context.Background(), "t", WithPartitionCount(4)); err != nil {
+			ctx := context.Background()
+			if _, err := c.CreateTopic(ctx, "t", WithPartitionCount(4)); err != nil {
 				b.Fatal(err)
 			}
-			p, err := c.NewProducer(context.Background(), "t")
+			p, err := c.NewProducer(ctx, "t")
 			if err != nil {
 				b.Fatal(err)
 			}
 			payload := make([]byte, size)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
-			ctx := context.Background()
-			msgs := make([]*Message, 100)
-			n := 0
-			for b.Loop() {
-				msgs[n] = &Message{Payload: payload}
-				if n++; n == len(msgs) {
-					p.PublishBatch(ctx, msgs)
-					n = 0
-				}
-			}
-			p.PublishBatch(ctx, msgs[:n])
+			publish(ctx, b.Loop, p, payload)
 			if err := p.Close(ctx); err != nil {
 				b.Fatal(err)
 			}
