@@ -13,6 +13,8 @@ type metrics struct {
 	rejected         *prometheus.CounterVec // reason
 	fsyncLatency     prometheus.Histogram
 	commitRecords    prometheus.Histogram
+	stages           [4]prometheus.Observer // queue, persist, commit, apply
+	stageVec         *prometheus.HistogramVec
 	consumerLag      *prometheus.GaugeVec   // group, topic, partition
 	ringEvicted      *prometheus.CounterVec // topic
 	ringMissed       *prometheus.CounterVec // topic
@@ -60,6 +62,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hermes_fsync_latency_seconds", Help: "Duration of group-commit fsyncs.",
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
 		}),
+		stageVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hermes_replication_stage_seconds",
+			Help:    "Where a durable publish's time goes on its partition leader, per Raft entry: queue (waiting for the partition's loop), persist (write and fsync), commit (a quorum's acknowledgements), apply (made readable, publishers answered).",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 16),
+		}, []string{"stage"}),
 		commitRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hermes_group_commit_records", Help: "Records made durable by one fsync.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
@@ -129,6 +136,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.offline = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "hermes_offline_partitions", Help: "Partition replicas on this node offline after a storage failure, waiting for room on the disk.",
 	})
+	for i, stage := range []string{"queue", "persist", "commit", "apply"} {
+		m.stages[i] = m.stageVec.WithLabelValues(stage)
+	}
 	for _, reason := range []string{"queue_full", "disk_quota", "disk_low", "quota"} {
 		m.rejected.WithLabelValues(reason) // present at 0, for alerts
 	}
@@ -136,7 +146,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.throttled.WithLabelValues(q)
 	}
 	reg.MustRegister(m.publishedRecords, m.publishedBytes, m.consumedRecords, m.consumedBytes,
-		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.consumerLag,
+		m.publishLatency, m.rejected, m.fsyncLatency, m.commitRecords, m.stageVec, m.consumerLag,
 		m.ringEvicted, m.ringMissed, m.deadLettered, m.redelivered, m.subscriptions, m.duplicates, m.relayed, m.groupRelays,
 		m.corrupt, m.repaired, m.scrubbedBytes, m.scrubbedCorrupt, m.authFailures, m.authDenials, m.throttled, m.diskFree, m.storageFailures, m.storageRecovered, m.offline)
 	return m

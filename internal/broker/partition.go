@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,15 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 		Synced: func(d time.Duration, records int) {
 			b.m.fsyncLatency.Observe(d.Seconds())
 			b.m.commitRecords.Observe(float64(records))
+		},
+		Stages: func(s replication.Stages) {
+			b.m.stages[0].Observe(s.Queue.Seconds())
+			b.m.stages[1].Observe(s.Persist.Seconds())
+			b.m.stages[2].Observe(s.Commit.Seconds())
+			b.m.stages[3].Observe(s.Apply.Seconds())
+			if t := s.Queue + s.Persist + s.Commit + s.Apply; t > 900*time.Microsecond {
+				fmt.Fprintf(os.Stderr, "SLOW %d %v q=%v p=%v c=%v a=%v n=%d\n", time.Now().UnixMicro(), t, s.Queue, s.Persist, s.Commit, s.Apply, s.Records)
+			}
 		},
 		Duplicate: func() { b.m.duplicates.WithLabelValues(p.label).Inc() },
 	}, b.partitionDir(t.dirName(), id), replication.LogOptions{

@@ -207,6 +207,10 @@ func (r *Replica) overwritten(ents []*pb.Entry) {
 // persisted notes where this replica's proposals landed and answers the
 // AckPersisted ones: their entry is fsynced on the leader.
 func (r *Replica) persisted(apps []Appended) {
+	var now int64
+	if r.cfg.Stages != nil && len(apps) > 0 {
+		now = nanotime()
+	}
 	for _, a := range apps {
 		if a.Proposal.Node != r.cfg.NodeID {
 			continue
@@ -216,6 +220,7 @@ func (r *Replica) persisted(apps []Appended) {
 			continue
 		}
 		pe.index = a.Index
+		pe.persisted = now
 		r.byIndex[a.Index] = pe
 		off := a.First
 		for _, p := range pe.props {
@@ -241,6 +246,9 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 	}
 	var batches [][]byte
 	var acks []*proposal
+	if r.cfg.Stages != nil {
+		r.commitSeen = nanotime()
+	}
 	for _, e := range ents {
 		switch e.GetType() {
 		case pb.EntryType_EntryConfChange:
@@ -273,7 +281,31 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 	for _, p := range acks {
 		p.done(p.first, nil)
 	}
+	if r.cfg.Stages != nil && len(r.timed) > 0 {
+		r.reportStages()
+	}
 	return nil
+}
+
+// reportStages hands Config.Stages the times of the entries applied by
+// the last apply that this replica proposed, and forgets them.
+func (r *Replica) reportStages() {
+	done := nanotime()
+	for i, pe := range r.timed {
+		records := 0
+		for _, p := range pe.props {
+			records += p.records
+		}
+		r.cfg.Stages(Stages{
+			Queue:   time.Duration(pe.proposed - pe.arrived),
+			Persist: time.Duration(pe.persisted - pe.proposed),
+			Commit:  time.Duration(r.commitSeen - pe.persisted),
+			Apply:   time.Duration(done - r.commitSeen),
+			Records: records,
+		})
+		r.timed[i] = nil
+	}
+	r.timed = r.timed[:0]
 }
 
 // applyNormal adds the batches of a committed entry to batches, and its
@@ -294,6 +326,9 @@ func (r *Replica) applyNormal(e *pb.Entry, batches [][]byte, acks []*proposal) (
 				if pr.ack == AckCommitted {
 					acks = append(acks, pr)
 				}
+			}
+			if r.cfg.Stages != nil && pe.persisted != 0 {
+				r.timed = append(r.timed, pe)
 			}
 		} else {
 			r.finish(pe, 0, fmt.Errorf("%w at index %d of %s", ErrOverwritten, idx, r.cfg.Group))

@@ -119,10 +119,39 @@ type Config struct {
 	// of a batch already in the log. For metrics.
 	Synced    func(d time.Duration, records int)
 	Duplicate func()
+	// Stages, when set, is called on the replica's goroutine for each
+	// entry this replica proposed and saw committed, with where its time
+	// went (Stages). For metrics: one call per entry, never per record.
+	Stages func(Stages)
 	// Refused, when set, is called on the replica's goroutine for every
 	// peer message dropped because no correct peer sends it (see admit).
 	Refused func(from uint64, why string)
 }
+
+// Stages is where the time of one entry this replica proposed went, from
+// the arrival of its oldest proposal to the answers of its publishers.
+// The four add up to that whole time.
+type Stages struct {
+	// Queue: from Propose to the entry's proposal to raft (the wait for
+	// the replica's goroutine: behind the fsync and the work in hand).
+	Queue time.Duration
+	// Persist: from the proposal to the end of the leader's fsync of
+	// the entry (the write, the fsync and whatever the same Ready held).
+	Persist time.Duration
+	// Commit: from the leader's fsync to the entry's commit being seen
+	// (a quorum's acknowledgements; about nothing on a group of one).
+	Commit time.Duration
+	// Apply: from the commit being seen to the publishers answered (the
+	// owner's OnCommit, i.e. the records made readable, then the acks).
+	Apply time.Duration
+	// Records is how many records the entry holds.
+	Records int
+}
+
+// nanotime reads the monotonic clock, in ns since the process's start.
+func nanotime() int64 { return int64(time.Since(processStart)) }
+
+var processStart = time.Now()
 
 // Queue bounds and the wait at them (Config).
 const (
@@ -199,6 +228,8 @@ type proposal struct {
 
 	key   dedup.Key // of its one batch, when keyed
 	keyed bool
+
+	at int64 // when Propose took it (monotonic ns: nanotime)
 }
 
 // pendingEntry is an entry this replica proposed: its proposals in order.
@@ -207,6 +238,11 @@ type pendingEntry struct {
 	props []*proposal
 	index uint64 // 0 until persisted
 	acked bool   // AckPersisted proposals answered
+
+	// Stage times (monotonic ns), for Config.Stages: the oldest
+	// proposal's arrival, the proposal to raft, the end of the fsync,
+	// the commit seen.
+	arrived, proposed, persisted, committed int64
 }
 
 // Replica runs one Raft group on this node: a RawNode over a LogStore,
@@ -276,6 +312,10 @@ type Replica struct {
 	refused uint64
 	// entryBuf is where proposeAll builds entries. Loop goroutine only.
 	entryBuf []byte
+	// For Config.Stages (loop goroutine): when the last apply began, and
+	// the entries it applied that this replica proposed.
+	commitSeen int64
+	timed      []*pendingEntry
 	// refusedLogged is when refuse last logged, at refused count
 	// refusedAtLog.
 	refusedLogged time.Time
@@ -364,6 +404,9 @@ func (r *Replica) Propose(batches [][]byte, ack AckPoint, done func(first int64,
 		ack = AckCommitted
 	}
 	p := &proposal{batches: batches, ack: ack, done: done}
+	if r.cfg.Stages != nil {
+		p.at = nanotime()
+	}
 	for _, b := range batches {
 		h, _ := record.ParseHeader(b)
 		p.records += int(h.RecordCount)
@@ -960,6 +1003,13 @@ func (r *Replica) proposeAll(props []*proposal, size int) {
 	}
 	r.nextID++
 	pe := &pendingEntry{id: r.nextID, props: props}
+	if r.cfg.Stages != nil {
+		pe.proposed = nanotime()
+		pe.arrived = pe.proposed
+		for _, p := range props {
+			pe.arrived = min(pe.arrived, p.at)
+		}
+	}
 	// The entry is built in a buffer reused from one proposal to the next:
 	// raft copies a proposal into its log (etcd raft v3.7's appendEntry
 	// clones every entry), and nothing else keeps it once Propose returns

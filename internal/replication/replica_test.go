@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,9 +33,54 @@ type memNet struct {
 	mu    sync.Mutex
 	nodes map[uint64]*Replica
 	cut   map[uint64]bool
+	delay time.Duration
+	// delayed, when set (setDelay), holds every message for a while
+	// before delivery, in order, on one goroutine.
+	delayed chan delayedMsgs
+}
+
+type delayedMsgs struct {
+	at   time.Time
+	msgs []*pb.Message
+}
+
+// setDelay makes every later message arrive d after it was sent; the
+// delivering goroutine ends with the test.
+func (n *memNet) setDelay(t *testing.T, d time.Duration) {
+	q := make(chan delayedMsgs, 4096)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case m := <-q:
+				time.Sleep(time.Until(m.at))
+				n.deliver(m.msgs)
+			case <-done:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done) })
+	n.mu.Lock()
+	n.delayed, n.delay = q, d
+	n.mu.Unlock()
 }
 
 func (n *memNet) Send(group string, msgs []*pb.Message) {
+	n.mu.Lock()
+	q, d := n.delayed, n.delay
+	n.mu.Unlock()
+	if q != nil {
+		select {
+		case q <- delayedMsgs{time.Now().Add(d), msgs}:
+		default: // dropped, as a congested network would
+		}
+		return
+	}
+	n.deliver(msgs)
+}
+
+func (n *memNet) deliver(msgs []*pb.Message) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, m := range msgs {
@@ -79,6 +125,8 @@ type member struct {
 	// the replica failed.
 	refused atomic.Int64
 	failed  atomic.Bool
+	// stages are the Config.Stages reports of the entries it proposed.
+	stages []Stages
 
 	// With the gRPC transport: the node's server, address and transport.
 	addr string
@@ -195,6 +243,11 @@ func (g *group) start(m *member) {
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Refused: func(uint64, string) { m.refused.Add(1) },
 		OnFail:  func(error) { m.failed.Store(true) },
+		Stages: func(s Stages) {
+			m.mu.Lock()
+			m.stages = append(m.stages, s)
+			m.mu.Unlock()
+		},
 		OnCommit: func(_ [][]byte, hw int64) {
 			m.mu.Lock()
 			m.hw = hw
@@ -713,5 +766,62 @@ func TestRestartReappliesABoundedTail(t *testing.T) {
 	}
 	if hw := g.publish("after", 1, AckCommitted) + 1; hw != n+1 {
 		t.Fatalf("high watermark %d after the restart, want %d", hw, n+1)
+	}
+}
+
+// The stage times of an entry add up to what its publisher waited (the
+// report is made just after the answer), and name where the time went: on a group of one the commit
+// follows the leader's fsync at once; with followers a network delay
+// shows in the commit stage, not in the others.
+func TestStagesAccountForTheRoundTrip(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprint(n, " replicas"), func(t *testing.T) {
+			g := newGroup(t, n)
+			lead := g.leader()
+			if n > 1 {
+				g.net.setDelay(t, delay)
+			}
+			lead.mu.Lock()
+			lead.stages = nil
+			lead.mu.Unlock()
+			var waited []time.Duration
+			for i := 0; i < 10; i++ {
+				start := time.Now()
+				res := <-propose(lead.r, testBatch(fmt.Sprint("s", i), 3), AckCommitted)
+				waited = append(waited, time.Since(start))
+				if res.err != nil {
+					t.Fatal(res.err)
+				}
+			}
+			// An entry is reported right after its publishers are answered.
+			var stages []Stages
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				lead.mu.Lock()
+				stages = slices.Clone(lead.stages)
+				lead.mu.Unlock()
+				if len(stages) >= len(waited) || time.Now().After(deadline) {
+					break
+				}
+			}
+			if len(stages) != len(waited) {
+				t.Fatalf("%d stage reports for %d entries", len(stages), len(waited))
+			}
+			for i, s := range stages {
+				total := s.Queue + s.Persist + s.Commit + s.Apply
+				if s.Queue < 0 || s.Persist <= 0 || s.Commit < 0 || s.Apply < 0 || total > waited[i]+time.Millisecond {
+					t.Fatalf("entry %d: stages %+v (total %v) for a publish that waited %v", i, s, total, waited[i])
+				}
+				if s.Records != 3 {
+					t.Fatalf("entry %d: %d records, want 3", i, s.Records)
+				}
+				if n == 1 && s.Commit > 10*time.Millisecond {
+					t.Fatalf("entry %d: a group of one took %v from its fsync to the commit", i, s.Commit)
+				}
+				if n > 1 && (s.Commit < 2*delay || s.Queue+s.Persist+s.Apply > delay) {
+					t.Fatalf("entry %d: with a %v network delay each way: %+v", i, delay, s)
+				}
+			}
+		})
 	}
 }
