@@ -53,6 +53,11 @@ variable: HERMES_ and the flag name in upper case with _ for -
 			if cc.NodeID == 0 {
 				return fmt.Errorf("--node-id must be a positive integer")
 			}
+			if cfg.Broker.PreallocateBytes < 0 {
+				return fmt.Errorf("--preallocate-bytes must be 0 (off) or a positive number of bytes")
+			} else if cfg.Broker.PreallocateBytes == 0 {
+				cfg.Broker.PreallocateBytes = -1 // off; the broker's zero is its default
+			}
 			if peers != "" {
 				if !cmd.Flags().Changed("raft-addr") {
 					cc.RaftAddr = "" // this node's address in --peers
@@ -94,6 +99,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.Int64Var(&cfg.Broker.MinFreeBytes, "min-free-bytes", 128<<20, "while the data directory's disk has less free, durable publishes get RESOURCE_EXHAUSTED (retriable) instead of filling it (0: no floor)")
 	f.Int64Var(&cfg.Broker.MaxQueueBytes, "max-queue-bytes", 64<<20, "publish bytes queued per partition; beyond it a publish waits up to 10s, then gets RESOURCE_EXHAUSTED")
 	f.Int64Var(&cfg.Broker.TailCacheBytes, "tail-cache-bytes", 16<<20, "RAM per partition for the newest records (live readers)")
+	f.Int64Var(&cfg.Broker.PreallocateBytes, "preallocate-bytes", 4<<20, "extend each partition's active segment file this far ahead of its writes, so an fsync writes the data and not a new file size each time; the space is given back when the segment is full or the node stops (0: do not preallocate)")
 	f.Int64Var(&cfg.Broker.PageCacheBytes, "page-cache-bytes", 64<<20, "page cache per partition for the newest log bytes; older bytes are dropped from it once fsynced, and reads of them do not keep them (-1: leave it to the kernel)")
 	f.IntVar(&cfg.Broker.RingRecords, "ring-records", 65536, "performance-mode records kept in RAM per partition")
 	f.Int64Var(&cfg.Broker.RingBytes, "ring-bytes", 64<<20, "performance-mode bytes kept in RAM per partition")

@@ -160,6 +160,10 @@ type Config struct {
 	// fsynced (partlog.Options.CacheBytes; default 64 MiB, negative:
 	// left to the kernel).
 	PageCacheBytes int64
+	// PreallocateBytes is the step in which a partition's active segment
+	// file is extended ahead of its writes (partlog.Options.
+	// PreallocateBytes; default 4 MiB, negative: never).
+	PreallocateBytes int64
 	// RingRecords and RingBytes bound each partition's in-memory ring of
 	// performance records (defaults 65536 and 64 MiB).
 	RingRecords int

@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -81,14 +80,12 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 			b.m.stages[1].Observe(s.Persist.Seconds())
 			b.m.stages[2].Observe(s.Commit.Seconds())
 			b.m.stages[3].Observe(s.Apply.Seconds())
-			if t := s.Queue + s.Persist + s.Commit + s.Apply; t > 900*time.Microsecond {
-				fmt.Fprintf(os.Stderr, "SLOW %d %v q=%v p=%v c=%v a=%v n=%d\n", time.Now().UnixMicro(), t, s.Queue, s.Persist, s.Commit, s.Apply, s.Records)
-			}
 		},
 		Duplicate: func() { b.m.duplicates.WithLabelValues(p.label).Inc() },
 	}, b.partitionDir(t.dirName(), id), replication.LogOptions{
 		SegmentBytes: t.config().SegmentBytes, RetentionAge: t.config().RetentionAge, RetentionBytes: t.config().RetentionBytes,
 		DedupWindow: b.cfg.DedupWindow, DedupMaxBatches: b.cfg.DedupMaxBatches, CacheBytes: b.cfg.PageCacheBytes,
+		PreallocateBytes: b.cfg.PreallocateBytes,
 	}, b.meta, b.cl.Transport())
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s/%d: %w", t.name, id, err)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hermes-mq/hermes/pkg/client"
+	"github.com/hermes-mq/hermes/pkg/record"
 	hermesv1 "github.com/hermes-mq/hermes/proto/hermes/v1"
 )
 
@@ -257,25 +258,26 @@ func (c *campaign) bitrot(ctx context.Context, hold time.Duration) (string, erro
 	return fmt.Sprintf("node %d (running), partition %d: %s", id, part, desc), nil
 }
 
-// damage flips a byte in the first 90% of a random segment, or cuts up
-// to 64 KiB off the last one.
+// damage flips a byte in the first 90% of a random segment's data, or
+// cuts up to 64 KiB off the data of the last one (a segment's file may
+// end in preallocated zeros: those are no data to damage).
 func damage(rng *rand.Rand, segs []string, truncate bool) (string, error) {
 	sort.Strings(segs)
 	if truncate {
 		seg := segs[len(segs)-1]
-		st, err := os.Stat(seg)
-		if err != nil || st.Size() < 2 {
+		end, err := dataEnd(seg)
+		if err != nil || end < 2 {
 			return "segment too small to cut", err
 		}
-		cut := 1 + rng.Int64N(min(64<<10, st.Size()-1))
-		return fmt.Sprintf("cut %d bytes off %s", cut, filepath.Base(seg)), os.Truncate(seg, st.Size()-cut)
+		cut := 1 + rng.Int64N(min(64<<10, end-1))
+		return fmt.Sprintf("cut %d bytes off %s", cut, filepath.Base(seg)), os.Truncate(seg, end-cut)
 	}
 	seg := segs[rng.IntN(len(segs))]
-	st, err := os.Stat(seg)
-	if err != nil || st.Size() < 1024 {
+	end, err := dataEnd(seg)
+	if err != nil || end < 1024 {
 		return "segment too small to damage", err
 	}
-	pos := rng.Int64N(st.Size() * 9 / 10)
+	pos := rng.Int64N(end * 9 / 10)
 	fh, err := os.OpenFile(seg, os.O_RDWR, 0)
 	if err != nil {
 		return "", err
@@ -290,6 +292,25 @@ func damage(rng *rand.Rand, segs []string, truncate bool) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("flipped a bit at byte %d of %s", pos, filepath.Base(seg)), fh.Sync()
+}
+
+// dataEnd returns where the batches of a segment file end: the first
+// position that does not start a whole batch (zeros of preallocated space,
+// a torn write, the end of the file).
+func dataEnd(seg string) (int64, error) {
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		return 0, err
+	}
+	pos := 0
+	for pos < len(data) {
+		h, err := record.ParseHeader(data[pos:])
+		if err != nil || h.Size() <= 0 || pos+h.Size() > len(data) {
+			break
+		}
+		pos += h.Size()
+	}
+	return int64(pos), nil
 }
 
 // expectRecovered waits (bounded) until node n's replicas have caught up

@@ -118,6 +118,7 @@ func (l *Log) appendAt(batch []byte, h BatchHeader, store func() error) error {
 		}
 	}
 	seg := l.active
+	l.preallocate(seg, seg.size+int64(len(batch)))
 	maxTS := max(seg.maxTS.Load(), h.MaxTimestamp)
 	seg.maxTS.Store(maxTS)
 	last := lastPos(seg.entries)
@@ -261,6 +262,15 @@ func (l *Log) Sync() error {
 // base.
 // The new segment's data can thus never be durable before the old one's.
 func (l *Log) roll(base int64) error {
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if err := l.flush(); err != nil {
+		return err
+	}
+	if err := l.trimAlloc(l.active); err != nil {
+		return l.fail(err)
+	}
 	if err := l.Sync(); err != nil {
 		return err
 	}
@@ -277,6 +287,7 @@ func (l *Log) roll(base int64) error {
 	l.mu.Lock()
 	l.segs = append(l.segs, seg)
 	l.mu.Unlock()
+	l.preallocOff = false
 	l.active = seg
 	return nil
 }

@@ -62,6 +62,9 @@ type Log struct {
 	iov      [][]byte
 	iovBytes int
 	dirty    bool // bytes were written to active since its last fsync
+	// preallocOff: the file system refused to preallocate the active
+	// segment; appends extend it until the next roll.
+	preallocOff bool
 	// werr is the first write-path I/O error. After it the files may hold
 	// bytes the log does not account for, so every write method returns it
 	// until the log is closed and reopened (recovery then cuts the tail).
@@ -199,6 +202,13 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	err := l.werr
+	if err == nil {
+		if err = l.flush(); err == nil {
+			if err = l.trimAlloc(l.active); err != nil {
+				err = l.fail(err)
+			}
+		}
+	}
 	if err == nil {
 		err = l.Sync()
 	}

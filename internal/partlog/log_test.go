@@ -162,15 +162,36 @@ func TestAppendReadAcrossRolls(t *testing.T) {
 			t.Fatalf("read from %d starts at %v", o, got)
 		}
 	}
-	var size int64
-	files, _ := filepath.Glob(filepath.Join(f.dir, "*.log"))
-	for _, p := range files {
-		st, _ := os.Stat(p)
-		size += st.Size()
-	}
-	if size != f.l.Size() || len(files) != f.l.Segments() {
+	// The files hold the data, and the active segment's preallocated
+	// space until the log is closed.
+	size, files := fileBytes(t, f.dir)
+	if size < f.l.Size() || size > f.l.Size()+f.opts.SegmentBytes || len(files) != f.l.Segments() {
 		t.Fatalf("files hold %d bytes in %d segments, Size() %d, Segments() %d", size, len(files), f.l.Size(), f.l.Segments())
 	}
+	logical, segs := f.l.Size(), f.l.Segments()
+	f.l.Close()
+	if size, files := fileBytes(t, f.dir); size != logical || len(files) != segs {
+		t.Fatalf("closed: files hold %d bytes in %d segments, Size() was %d, Segments() %d", size, len(files), logical, segs)
+	}
+}
+
+// fileBytes returns the total size of the segment files in dir, and
+// their paths in order.
+func fileBytes(t *testing.T, dir string) (int64, []string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, p := range files {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += st.Size()
+	}
+	return size, files
 }
 
 func TestReopenKeepsEverything(t *testing.T) {

@@ -20,6 +20,9 @@ const (
 	// DefaultCacheBytes is the page-cache window a log keeps (see
 	// Options.CacheBytes).
 	DefaultCacheBytes = 64 << 20
+	// DefaultPreallocateBytes is the step in which the active segment's
+	// file is extended ahead of its writes (see Options.PreallocateBytes).
+	DefaultPreallocateBytes = 4 << 20
 )
 
 // Options configure a Log. The zero value of each field means its default.
@@ -48,6 +51,15 @@ type Options struct {
 	// DefaultCacheBytes; a negative value leaves the page cache to the
 	// kernel.
 	CacheBytes int64
+	// PreallocateBytes: the active segment's file is extended
+	// (fallocate) in steps of this many bytes ahead of the appends, so an
+	// fsync after an append writes the data and little else: the file
+	// size and its block map change once a step, not at every fsync.
+	// The space after the last batch reads as zeros; Open recognises it
+	// and a rolled or closed segment is cut to its data. 0 means
+	// DefaultPreallocateBytes; a negative value never preallocates. On a
+	// file system without fallocate it is skipped.
+	PreallocateBytes int64
 	// Logger receives recovery reports; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -77,6 +89,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CacheBytes == 0 {
 		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.PreallocateBytes == 0 {
+		o.PreallocateBytes = DefaultPreallocateBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

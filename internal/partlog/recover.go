@@ -72,6 +72,18 @@ func (l *Log) recoverLast(seg *segment, size int64) error {
 	if err != nil {
 		return err
 	}
+	seg.alloc = res.pos
+	if res.stop != nil {
+		// Zeros from the last batch to the end of the file are space
+		// preallocated and not written yet: kept for the next appends.
+		zeros, err := zeroTail(seg, res.pos, size)
+		if err != nil {
+			return err
+		}
+		if zeros {
+			res.stop, seg.alloc = nil, size
+		}
+	}
 	if res.stop != nil {
 		l.opts.Logger.Warn("partlog: cutting the corrupt or torn tail of the last segment",
 			"segment", seg.path(logSuffix), "position", res.pos, "bytes_cut", size-res.pos, "reason", res.stop)
@@ -104,6 +116,9 @@ func (l *Log) loadOlder(seg *segment, size, nextBase int64) error {
 		if err != nil {
 			return err
 		}
+		if err := l.cutZeroTail(seg, &res, size, nextBase); err != nil {
+			return err
+		}
 		if res.stop == nil && res.next == nextBase {
 			seg.setScanned(res)
 			if len(res.entries) != len(entries) {
@@ -117,6 +132,9 @@ func (l *Log) loadOlder(seg *segment, size, nextBase int64) error {
 	}
 	l.opts.Logger.Warn("partlog: rebuilding a segment index", "segment", seg.path(logSuffix), "reason", reason)
 	res, err := scanSegment(seg, nil, size, l.opts.IndexIntervalBytes)
+	if err == nil {
+		err = l.cutZeroTail(seg, &res, size, nextBase)
+	}
 	if err == nil && res.stop != nil {
 		bad := res
 		if hres, herr := scanSegment(seg, nil, size, l.opts.IndexIntervalBytes, true); herr == nil && hres.stop == nil && hres.next == nextBase {
@@ -139,9 +157,33 @@ func (l *Log) loadOlder(seg *segment, size, nextBase int64) error {
 	return seg.rewriteIndex()
 }
 
+// cutZeroTail handles a segment other than the last whose scan stopped
+// where the batches reach nextBase, at zeros that run to the end of the
+// file: space preallocated while it was the active segment, which a crash
+// kept from being cut when it was rolled. The file is cut to its data
+// (and fsynced) and res no longer reports a stop.
+func (l *Log) cutZeroTail(seg *segment, res *scanResult, size, nextBase int64) error {
+	if res.stop == nil || res.next != nextBase {
+		return nil
+	}
+	zeros, err := zeroTail(seg, res.pos, size)
+	if err != nil || !zeros {
+		return err
+	}
+	if err := seg.f.Truncate(res.pos); err != nil {
+		return fmt.Errorf("partlog: truncate %s to its data: %w", seg.path(logSuffix), err)
+	}
+	if err := seg.f.Sync(); err != nil {
+		return fmt.Errorf("partlog: sync %s: %w", seg.path(logSuffix), err)
+	}
+	res.stop = nil
+	return nil
+}
+
 // setScanned makes a freshly opened segment reflect a scan's result.
 func (s *segment) setScanned(res scanResult) {
 	s.size, s.readable, s.end = res.pos, res.pos, res.next
+	s.alloc = max(s.alloc, res.pos)
 	s.entries = res.entries
 	s.maxTS.Store(res.maxTS)
 }

@@ -65,6 +65,7 @@ type segment struct {
 
 	// Writer-owned: only the writer goroutine touches these.
 	size       int64        // bytes including the write buffer's
+	alloc      int64        // the file's size: size plus preallocated space (see preallocate). Invariant: alloc >= readable
 	end        int64        // offset after the last batch, buffered included
 	pending    []indexEntry // entries of batches not yet published
 	idxWritten int          // entries already written to the index files

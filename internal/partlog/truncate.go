@@ -97,6 +97,7 @@ func (l *Log) cutFiles(seg *segment, removed []*segment, kept scanResult) error 
 	if err := seg.f.Truncate(kept.pos); err != nil {
 		errs = append(errs, fmt.Errorf("truncate %s: %w", seg.path(logSuffix), err))
 	}
+	seg.alloc = kept.pos
 	// seg is the active segment now: its index lives in memory until it
 	// is sealed again; index files it had are rewritten then, and Open
 	// does not read the last segment's.

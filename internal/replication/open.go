@@ -24,8 +24,10 @@ type LogOptions struct {
 	// internal/dedup); DedupMaxBatches < 0 turns it off.
 	DedupWindow     time.Duration
 	DedupMaxBatches int
-	// CacheBytes as partlog.Options.CacheBytes (zero: its default).
-	CacheBytes int64
+	// CacheBytes and PreallocateBytes as in partlog.Options (zero: its
+	// defaults).
+	CacheBytes       int64
+	PreallocateBytes int64
 }
 
 // ErrOffsetOutOfRange: a read below the log's start or past its end (the
@@ -76,7 +78,7 @@ func OpenStored(group, dir string, lo LogOptions, ms *meta.Store, logger *slog.L
 	}
 	log, err := partlog.Open(dir, partlog.Options{
 		SegmentBytes: lo.SegmentBytes, RetentionAge: lo.RetentionAge, RetentionBytes: lo.RetentionBytes,
-		CacheBytes: lo.CacheBytes, Logger: logger,
+		CacheBytes: lo.CacheBytes, PreallocateBytes: lo.PreallocateBytes, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", group, err)
