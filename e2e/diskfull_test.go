@@ -99,7 +99,10 @@ func TestDiskFullRecoversWithoutRestart(t *testing.T) {
 	ballast := fill(t, disk, 0)
 	var failure error
 	big := strings.Repeat("x", 64<<10)
-	for i := 0; i < 50 && failure == nil; i++ {
+	// Up to 12.8 MiB: more than the space the partition's active segment
+	// has preallocated (4 MiB), where publishes go on after the disk
+	// fills.
+	for i := 0; i < 200 && failure == nil; i++ {
 		failure = publish(fmt.Sprint("full-", i, big))
 	}
 	if failure == nil {
@@ -209,7 +212,7 @@ func TestGracefulStopWhileOffline(t *testing.T) {
 	}
 	ballast := fill(t, disk, 0)
 	var failed bool
-	for range 50 {
+	for range 200 { // past the segment's preallocated 4 MiB
 		if _, err := c.Publish(ctx, "off", []*client.Message{{Payload: []byte(big)}}); err != nil {
 			failed = true
 			break
