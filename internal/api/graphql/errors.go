@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/hermes-mq/hermes/internal/broker"
@@ -43,6 +44,10 @@ func presentError(ctx context.Context, err error, log *slog.Logger) *gqlerror.Er
 			ext["reason"] = reason
 		}
 		ext["code"], ext["retriable"] = broker.Code(broker.ErrInvalidArgument), false
+	case broker.Code(cause) == "INTERNAL" && inArgument(ctx, gqlErr.Path):
+		// gqlgen could not decode an argument (an enum value spelled
+		// in another case passes its validation, then fails to decode).
+		ext["code"], ext["retriable"] = broker.Code(broker.ErrInvalidArgument), false
 	case errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded):
 		ext["code"], ext["retriable"] = broker.Code(broker.ErrUnavailable), true
 	default:
@@ -60,6 +65,22 @@ func presentError(ctx context.Context, err error, log *slog.Logger) *gqlerror.Er
 	}
 	gqlErr.Extensions = ext
 	return gqlErr
+}
+
+// inArgument reports whether path points into an argument of the field
+// being resolved (where gqlgen reports a value it could not decode), not
+// at the field or its result.
+func inArgument(ctx context.Context, path ast.Path) bool {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return false
+	}
+	at := len(fc.Path())
+	if len(path) <= at {
+		return false
+	}
+	name, ok := path[at].(ast.PathName)
+	return ok && fc.Field.Arguments.ForName(string(name)) != nil
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

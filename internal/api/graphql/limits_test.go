@@ -239,3 +239,22 @@ func TestLimitsKept(t *testing.T) {
 		}
 	}
 }
+
+// A value gqlgen cannot decode into an argument is the client's mistake:
+// INVALID_ARGUMENT, not INTERNAL (an enum value in another case passes
+// validation and fails when decoded), and the resolver never runs.
+func TestUndecodableArgumentIsInvalid(t *testing.T) {
+	e := newEnv(t, broker.Config{})
+	e.do(`mutation { createTopic(name: "t", config: {partitions: 1}) { name } }`, nil, nil)
+	const q = `mutation($m: DeliveryMode) { publish(topic: "t", record: {payload: "x"}, mode: $m) { offset } }`
+	for _, mode := range []string{"PERfORMANCE", "eventual"} {
+		err := e.fail(q, map[string]any{"m": mode})
+		if code(err) != "INVALID_ARGUMENT" || err.Extensions["retriable"] != false {
+			t.Fatalf("mode %q: %+v", mode, err)
+		}
+	}
+	// A resolver's own error keeps its code.
+	if err := e.fail(`mutation { publish(topic: "nope", record: {payload: "x"}) { offset } }`, nil); code(err) != "TOPIC_NOT_FOUND" {
+		t.Fatalf("unknown topic: %+v", err)
+	}
+}
