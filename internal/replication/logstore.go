@@ -478,6 +478,14 @@ func (s *LogStore) truncateFrom(idx uint64) error {
 	return nil
 }
 
+// sameVote reports whether hs has the term and vote of the state set
+// last, which the Sync that followed made durable.
+func (s *LogStore) sameVote(hs *pb.HardState) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return hs.GetTerm() == s.st.hard.GetTerm() && hs.GetVote() == s.st.hard.GetVote()
+}
+
 // SetHardState records the HardState of a Ready. A change of term or vote
 // must be durable before messages go out, so it marks the state for the
 // next Sync; the commit index alone is written lazily (a restarted replica

@@ -21,6 +21,13 @@ func (r *Replica) handleReadies() error {
 		if rd.SoftState != nil {
 			r.softState(rd.SoftState, rd.Entries)
 		}
+		// A leader whose term and vote stand sends its appends and
+		// heartbeats before its own fsync (Raft thesis 10.2.1): the
+		// followers write and fsync while it does, and it counts its own
+		// copy only once persisted (raft learns that at Advance). Every
+		// other message (a follower's answers, votes) waits for the fsync.
+		early := r.leader.Load() == r.cfg.NodeID && len(rd.Messages) > 0 &&
+			(raft.IsEmptyHardState(rd.HardState) || r.store.sameVote(rd.HardState))
 		if !raft.IsEmptyHardState(rd.HardState) {
 			r.store.SetHardState(rd.HardState)
 			r.term.Store(rd.HardState.GetTerm())
@@ -41,6 +48,16 @@ func (r *Replica) handleReadies() error {
 		if err != nil {
 			return err
 		}
+		late := rd.Messages
+		if early {
+			// After AppendFrom, which rebased the entries' batches in
+			// place: the followers get the bytes this log stores.
+			var now []*pb.Message
+			now, late = splitEarly(rd.Messages)
+			if len(now) > 0 {
+				r.tr.Send(r.cfg.Group, now)
+			}
+		}
 		start := time.Now()
 		if err := r.store.Sync(); err != nil {
 			return err
@@ -53,7 +70,7 @@ func (r *Replica) handleReadies() error {
 			r.cfg.Synced(time.Since(start), records)
 		}
 		r.persisted(apps)
-		if msgs := r.withholdCampaign(rd.Messages); len(msgs) > 0 {
+		if msgs := r.withholdCampaign(late); len(msgs) > 0 {
 			addReceiver(msgs)
 			r.tr.Send(r.cfg.Group, msgs)
 		}
@@ -81,6 +98,20 @@ func (r *Replica) handleReadies() error {
 		}
 	}
 	return nil
+}
+
+// splitEarly returns the appends and heartbeats of msgs, which a leader
+// may send before its fsync, and the others, in order.
+func splitEarly(msgs []*pb.Message) (early, late []*pb.Message) {
+	for _, m := range msgs {
+		switch m.GetType() {
+		case pb.MessageType_MsgApp, pb.MessageType_MsgHeartbeat:
+			early = append(early, m)
+		default:
+			late = append(late, m)
+		}
+	}
+	return early, late
 }
 
 // addReceiver makes each snapshot sent name its receiver, as a learner. A
