@@ -65,7 +65,7 @@ type segment struct {
 
 	// Writer-owned: only the writer goroutine touches these.
 	size       int64        // bytes including the write buffer's
-	alloc      int64        // the file's size: size plus preallocated space (see preallocate). Invariant: alloc >= readable
+	alloc      int64        // the file's size as preallocate or a cut left it; above size by the space preallocated, at or below it when not preallocated
 	end        int64        // offset after the last batch, buffered included
 	pending    []indexEntry // entries of batches not yet published
 	idxWritten int          // entries already written to the index files
