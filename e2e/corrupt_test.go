@@ -521,13 +521,5 @@ func segmentDataBytes(t *testing.T, path string) int64 {
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	pos := 0
-	for pos < len(data) {
-		h, err := record.ParseHeader(data[pos:])
-		if err != nil || h.Size() <= 0 || pos+h.Size() > len(data) {
-			break
-		}
-		pos += h.Size()
-	}
-	return int64(pos)
+	return int64(record.WholeBatches(data))
 }

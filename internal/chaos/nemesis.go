@@ -294,23 +294,11 @@ func damage(rng *rand.Rand, segs []string, truncate bool) (string, error) {
 	return fmt.Sprintf("flipped a bit at byte %d of %s", pos, filepath.Base(seg)), fh.Sync()
 }
 
-// dataEnd returns where the batches of a segment file end: the first
-// position that does not start a whole batch (zeros of preallocated space,
-// a torn write, the end of the file).
+// dataEnd returns where the batches of a segment file end (zeros of
+// preallocated space may follow).
 func dataEnd(seg string) (int64, error) {
 	data, err := os.ReadFile(seg)
-	if err != nil {
-		return 0, err
-	}
-	pos := 0
-	for pos < len(data) {
-		h, err := record.ParseHeader(data[pos:])
-		if err != nil || h.Size() <= 0 || pos+h.Size() > len(data) {
-			break
-		}
-		pos += h.Size()
-	}
-	return int64(pos), nil
+	return int64(record.WholeBatches(data)), err
 }
 
 // expectRecovered waits (bounded) until node n's replicas have caught up

@@ -277,8 +277,9 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 	}
 	var batches [][]byte
 	var acks []*proposal
+	var seen int64 // when the commit was seen, for Config.Stages
 	if r.cfg.Stages != nil {
-		r.commitSeen = nanotime()
+		seen = nanotime()
 	}
 	for _, e := range ents {
 		switch e.GetType() {
@@ -313,14 +314,15 @@ func (r *Replica) apply(ents []*pb.Entry) error {
 		p.done(p.first, nil)
 	}
 	if r.cfg.Stages != nil && len(r.timed) > 0 {
-		r.reportStages()
+		r.reportStages(seen)
 	}
 	return nil
 }
 
 // reportStages hands Config.Stages the times of the entries applied by
-// the last apply that this replica proposed, and forgets them.
-func (r *Replica) reportStages() {
+// the last apply that this replica proposed, whose commit it saw at seen,
+// and forgets them.
+func (r *Replica) reportStages(seen int64) {
 	done := nanotime()
 	for i, pe := range r.timed {
 		records := 0
@@ -330,8 +332,8 @@ func (r *Replica) reportStages() {
 		r.cfg.Stages(Stages{
 			Queue:   time.Duration(pe.proposed - pe.arrived),
 			Persist: time.Duration(pe.persisted - pe.proposed),
-			Commit:  time.Duration(r.commitSeen - pe.persisted),
-			Apply:   time.Duration(done - r.commitSeen),
+			Commit:  time.Duration(seen - pe.persisted),
+			Apply:   time.Duration(done - seen),
 			Records: records,
 		})
 		r.timed[i] = nil

@@ -240,9 +240,8 @@ type pendingEntry struct {
 	acked bool   // AckPersisted proposals answered
 
 	// Stage times (monotonic ns), for Config.Stages: the oldest
-	// proposal's arrival, the proposal to raft, the end of the fsync,
-	// the commit seen.
-	arrived, proposed, persisted, committed int64
+	// proposal's arrival, the proposal to raft, the end of the fsync.
+	arrived, proposed, persisted int64
 }
 
 // Replica runs one Raft group on this node: a RawNode over a LogStore,
@@ -312,10 +311,9 @@ type Replica struct {
 	refused uint64
 	// entryBuf is where proposeAll builds entries. Loop goroutine only.
 	entryBuf []byte
-	// For Config.Stages (loop goroutine): when the last apply began, and
-	// the entries it applied that this replica proposed.
-	commitSeen int64
-	timed      []*pendingEntry
+	// timed: the entries the apply in progress found this replica
+	// proposed, for Config.Stages. Loop goroutine only.
+	timed []*pendingEntry
 	// refusedLogged is when refuse last logged, at refused count
 	// refusedAtLog.
 	refusedLogged time.Time

@@ -243,6 +243,21 @@ func wholeBatch(b []byte) int {
 // ErrShortBatch when b is shorter than the header.
 func ParseHeader(b []byte) (BatchHeader, error) { return parseHeader(b) }
 
+// WholeBatches returns the length of the run of whole batches at the start
+// of b, judged by their headers alone (no CRC): where a segment file's
+// data ends, before the zeros of preallocated space or a torn write.
+func WholeBatches(b []byte) int {
+	pos := 0
+	for pos < len(b) {
+		h, err := parseHeader(b[pos:])
+		if err != nil || h.Size() <= 0 || pos+h.Size() > len(b) {
+			break
+		}
+		pos += h.Size()
+	}
+	return pos
+}
+
 // RebaseHeader rewrites hdr, a copy of the header of the batch whose
 // records are `records`, to the base offset base, with the CRC the whole
 // batch then has. It lets a writer rebase a large batch without copying it.
