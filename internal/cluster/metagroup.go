@@ -40,7 +40,7 @@ type MetaConfig struct {
 	TickInterval time.Duration
 	// Forward, when set, lets commands proposed on a follower run on the
 	// leader (Run), and serves the commands other nodes forward here.
-	Forward *replication.GRPCTransport
+	Forward *replication.NodeTransport
 	// OnChange is called, in log order and from one goroutine, with what
 	// each applied command changed (also for the commands replayed at
 	// start, and for what a snapshot installed changed). It must not block

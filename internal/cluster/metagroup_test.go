@@ -27,7 +27,7 @@ type metaNode struct {
 	addr    string
 	ms      *meta.Store
 	srv     *grpc.Server
-	tr      *replication.GRPCTransport
+	tr      *replication.NodeTransport
 	g       *MetaGroup
 	mu      sync.Mutex
 	changes []Change
@@ -57,7 +57,7 @@ func startMetaNodes(t *testing.T, n int) []*metaNode {
 func startMetaNode(t *testing.T, nd *metaNode, all []*metaNode) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	host := replication.NewHost()
-	nd.tr = replication.NewGRPCTransport(nd.id, nil, host.Deliver, quiet)
+	nd.tr = replication.NewNodeTransport(nd.id, nil, host.Deliver, quiet)
 	var peers []uint64
 	for _, o := range all {
 		peers = append(peers, o.id)
@@ -71,7 +71,7 @@ func startMetaNode(t *testing.T, nd *metaNode, all []*metaNode) {
 	}
 	nd.srv = grpc.NewServer()
 	nd.tr.Register(nd.srv)
-	go nd.srv.Serve(l)
+	go nd.srv.Serve(nd.tr.Listen(l))
 	nd.mu.Lock()
 	nd.changes = nil
 	nd.mu.Unlock()

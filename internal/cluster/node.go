@@ -107,7 +107,7 @@ type Node struct {
 	cfg  NodeConfig
 	log  *slog.Logger
 	host *replication.Host
-	tr   *replication.GRPCTransport
+	tr   *replication.NodeTransport
 	srv  *grpc.Server
 	// meta is the metadata group, replaced by ReopenMeta after its
 	// storage failed; metaCfg opens it.
@@ -166,7 +166,7 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 		cfg.Peers = map[uint64]string{cfg.NodeID: cfg.RaftAddr}
 	}
 	n := &Node{cfg: cfg, log: sc.Logger, host: replication.NewHost(), stop: make(chan struct{})}
-	n.tr = replication.NewGRPCTransport(cfg.NodeID, cfg.TLS, n.host.Deliver, sc.Logger.With("component", "raft"))
+	n.tr = replication.NewNodeTransport(cfg.NodeID, cfg.TLS, n.host.Deliver, sc.Logger.With("component", "raft"))
 	n.tr.SetReplicas(n.host.Replica)
 	var voters []uint64
 	for id, addr := range cfg.Peers {
@@ -181,7 +181,7 @@ func StartNode(cfg NodeConfig, sc StartConfig) (*Node, error) {
 	if sc.Services != nil {
 		sc.Services(n.srv)
 	}
-	go n.srv.Serve(lis)
+	go n.srv.Serve(n.tr.Listen(lis))
 	if cfg.Join {
 		voters = nil
 	}
@@ -268,7 +268,7 @@ func (n *Node) ReopenMeta() error {
 }
 
 // Transport carries the Raft messages of this node's groups.
-func (n *Node) Transport() *replication.GRPCTransport { return n.tr }
+func (n *Node) Transport() *replication.NodeTransport { return n.tr }
 
 // Host routes inbound Raft messages to this node's groups.
 func (n *Node) Host() *replication.Host { return n.host }

@@ -14,7 +14,7 @@ import (
 // ForwardHandler runs a forwarded command of one group on this node.
 type ForwardHandler func(ctx context.Context, req *tpb.ForwardRequest) *tpb.ForwardResponse
 
-// forwarding is the Forward side of GRPCTransport: handlers by group, and
+// forwarding is the Forward side of NodeTransport: handlers by group, and
 // a connection per peer for outgoing calls.
 type forwarding struct {
 	tls      *NodeTLS
@@ -30,7 +30,7 @@ type peerKey struct {
 }
 
 // HandleForward makes this node run forwarded commands of group with h.
-func (t *GRPCTransport) HandleForward(group string, h ForwardHandler) {
+func (t *NodeTransport) HandleForward(group string, h ForwardHandler) {
 	t.fw.mu.Lock()
 	defer t.fw.mu.Unlock()
 	if t.fw.handlers == nil {
@@ -40,7 +40,7 @@ func (t *GRPCTransport) HandleForward(group string, h ForwardHandler) {
 }
 
 // Forward is the receiving side of a forwarded command.
-func (t *GRPCTransport) Forward(ctx context.Context, req *tpb.ForwardRequest) (*tpb.ForwardResponse, error) {
+func (t *NodeTransport) Forward(ctx context.Context, req *tpb.ForwardRequest) (*tpb.ForwardResponse, error) {
 	t.fw.mu.Lock()
 	h := t.fw.handlers[req.Group]
 	t.fw.mu.Unlock()
@@ -59,7 +59,7 @@ func (t *GRPCTransport) Forward(ctx context.Context, req *tpb.ForwardRequest) (*
 }
 
 // ForwardTo sends a command of group to node and returns its answer.
-func (t *GRPCTransport) ForwardTo(ctx context.Context, node uint64, req *tpb.ForwardRequest) (*tpb.ForwardResponse, error) {
+func (t *NodeTransport) ForwardTo(ctx context.Context, node uint64, req *tpb.ForwardRequest) (*tpb.ForwardResponse, error) {
 	conn, err := t.Conn(node)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ var ErrNoPeer = errors.New("replication: no address for the node")
 // Conn returns a connection to node's node-to-node listener, for the
 // other services served there (one per address, shared, kept until
 // Close). ErrNoPeer when the node's address is not known.
-func (t *GRPCTransport) Conn(node uint64) (*grpc.ClientConn, error) {
+func (t *NodeTransport) Conn(node uint64) (*grpc.ClientConn, error) {
 	t.mu.Lock()
 	p := t.peers[node]
 	t.mu.Unlock()

@@ -28,7 +28,7 @@ var lostPrefix = []byte("hermes/lost-entries\x00")
 // lostReportEvery bounds the reports of one replica.
 const lostReportEvery = 5 * time.Second
 
-// forwarder is the part of GRPCTransport a replica reports through.
+// forwarder is the part of NodeTransport a replica reports through.
 type forwarder interface {
 	ForwardTo(ctx context.Context, node uint64, req *tpb.ForwardRequest) (*tpb.ForwardResponse, error)
 }

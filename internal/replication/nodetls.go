@@ -73,14 +73,14 @@ func (s *NodeTLS) SetMembers(member func(node uint64) bool) {
 	}
 }
 
-// serverOptions are the listener's credentials and the check of every
-// call's peer.
+// serverOptions are the gRPC server's credentials (the handshake is the
+// node listener's, see Listen) and the check of every call's peer.
 func (s *NodeTLS) serverOptions() []grpc.ServerOption {
 	if s == nil {
 		return nil
 	}
 	return []grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(s.server)),
+		grpc.Creds(handshaken{}),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := s.checkPeer(ctx, info.FullMethod); err != nil {
 				return nil, err
@@ -143,7 +143,7 @@ func (s *NodeTLS) dialCreds(node uint64) (grpc.DialOption, error) {
 // Probe checks that node answers at addr as a member must: with node
 // TLS, a handshake in which each side accepts the other's certificate
 // (the cluster's CA, naming node); without, a TCP connection.
-func (t *GRPCTransport) Probe(ctx context.Context, node uint64, addr string) error {
+func (t *NodeTransport) Probe(ctx context.Context, node uint64, addr string) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

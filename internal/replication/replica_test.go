@@ -141,7 +141,7 @@ type member struct {
 	// With the gRPC transport: the node's server, address and transport.
 	addr string
 	srv  *grpc.Server
-	tr   *GRPCTransport
+	tr   *NodeTransport
 	host *Host
 }
 
@@ -149,7 +149,7 @@ type group struct {
 	t    *testing.T
 	net  *memNet
 	ms   []*member
-	grpc bool // members talk over GRPCTransport on loopback, not memNet
+	grpc bool // members talk over NodeTransport on loopback, not memNet
 	// snapEvery is Config.SnapshotEntries of every member (0: none).
 	snapEvery int
 	// dedup gives every member's log a duplicate window.
@@ -196,7 +196,7 @@ func (g *group) transport(m *member) Transport {
 		return g.net
 	}
 	m.host = NewHost()
-	m.tr = NewGRPCTransport(m.id, nil, m.host.Deliver, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m.tr = NewNodeTransport(m.id, nil, m.host.Deliver, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, o := range g.ms {
 		if o != m {
 			m.tr.SetPeer(o.id, o.addr)

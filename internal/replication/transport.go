@@ -2,8 +2,10 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -33,11 +35,11 @@ const (
 	maxNodeMessageBytes = 64 << 20
 )
 
-// GRPCTransport carries the Raft messages of every group on this node to
+// NodeTransport carries the Raft messages of every group on this node to
 // the other nodes: one long-lived gRPC stream per peer, each Batch holding
 // the queued messages of all groups for that peer. It implements Transport
 // for Replica, and serves the receiving side (Register).
-type GRPCTransport struct {
+type NodeTransport struct {
 	tpb.UnimplementedRaftTransportServer
 	self uint64
 	log  *slog.Logger
@@ -48,10 +50,11 @@ type GRPCTransport struct {
 	// reports of lost entries (see lost.go). Set by SetReplicas.
 	replica func(group string) *Replica
 
-	mu    sync.Mutex
-	peers map[uint64]*peer
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	peers   map[uint64]*peer
+	inbound map[net.Conn]struct{} // framed streams served (framed.go)
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	fw forwarding
 }
@@ -61,29 +64,33 @@ type peer struct {
 	id   uint64
 	addr string
 	q    chan *tpb.Envelope
+	// grpc: the peer did not speak the framed stream when last dialled
+	// (a node of an earlier version), the gRPC stream carries its
+	// messages. Touched by the peer's sender only.
+	grpc bool
 }
 
-// NewGRPCTransport makes a transport for node self, secured by sec (nil:
+// NewNodeTransport makes a transport for node self, secured by sec (nil:
 // plaintext); deliver receives every inbound message (from the gRPC
 // server's goroutines).
 // SetReplicas tells the transport where this node's replicas are (the
 // Host), for the reports of lost entries replicas send their leaders.
-func (t *GRPCTransport) SetReplicas(find func(group string) *Replica) { t.replica = find }
+func (t *NodeTransport) SetReplicas(find func(group string) *Replica) { t.replica = find }
 
-func NewGRPCTransport(self uint64, sec *NodeTLS, deliver func(group string, m *pb.Message), log *slog.Logger) *GRPCTransport {
+func NewNodeTransport(self uint64, sec *NodeTLS, deliver func(group string, m *pb.Message), log *slog.Logger) *NodeTransport {
 	if log == nil {
 		log = slog.Default()
 	}
-	t := &GRPCTransport{self: self, log: log, tls: sec, deliver: deliver, peers: make(map[uint64]*peer), stop: make(chan struct{})}
+	t := &NodeTransport{self: self, log: log, tls: sec, deliver: deliver, peers: make(map[uint64]*peer), stop: make(chan struct{})}
 	t.fw.tls = sec
 	return t
 }
 
 // Register serves the transport's receiving side on s.
-func (t *GRPCTransport) Register(s *grpc.Server) { tpb.RegisterRaftTransportServer(s, t) }
+func (t *NodeTransport) Register(s *grpc.Server) { tpb.RegisterRaftTransportServer(s, t) }
 
 // SetPeer adds a peer (or changes its address) and starts its sender.
-func (t *GRPCTransport) SetPeer(id uint64, addr string) {
+func (t *NodeTransport) SetPeer(id uint64, addr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p, ok := t.peers[id]; ok && p.addr == addr {
@@ -96,7 +103,7 @@ func (t *GRPCTransport) SetPeer(id uint64, addr string) {
 }
 
 // Send queues msgs for their peers without blocking.
-func (t *GRPCTransport) Send(group string, msgs []*pb.Message) {
+func (t *NodeTransport) Send(group string, msgs []*pb.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, m := range msgs {
@@ -121,19 +128,32 @@ func (t *GRPCTransport) Send(group string, msgs []*pb.Message) {
 	}
 }
 
-// Close stops every sender.
-func (t *GRPCTransport) Close() {
+// Close stops every sender and cuts the framed streams served.
+func (t *NodeTransport) Close() {
+	t.mu.Lock()
 	close(t.stop)
+	t.mu.Unlock()
+	t.closeInbound()
 	t.wg.Wait()
 	t.fw.close()
 }
 
 // sendLoop keeps a stream open to the peer and sends what is queued, in
-// batches; it redials after a failure.
-func (t *GRPCTransport) sendLoop(p *peer) {
+// batches; it redials after a failure. The framed stream is tried first,
+// the gRPC stream when the peer does not speak it.
+func (t *NodeTransport) sendLoop(p *peer) {
 	defer t.wg.Done()
 	for {
-		err := t.stream(p)
+		err := t.streamFramed(p)
+		if errors.Is(err, errNotFramed) {
+			if !p.grpc {
+				p.grpc = true
+				t.log.Info("raft transport: the peer does not speak the framed stream (an earlier version?): the gRPC stream carries its messages", "peer", p.id, "addr", p.addr, "err", err)
+			}
+			err = t.stream(p)
+		} else {
+			p.grpc = false
+		}
 		select {
 		case <-t.stop:
 			return
@@ -151,7 +171,9 @@ func (t *GRPCTransport) sendLoop(p *peer) {
 	}
 }
 
-func (t *GRPCTransport) stream(p *peer) error {
+// stream sends what is queued on a gRPC stream, to a peer that does not
+// speak the framed stream.
+func (t *NodeTransport) stream(p *peer) error {
 	creds, err := t.tls.dialCreds(p.id)
 	if err != nil {
 		return err
@@ -165,8 +187,47 @@ func (t *GRPCTransport) stream(p *peer) error {
 	// Close cuts the stream: a Send blocked on a peer that does not read
 	// (paused, or gone without a reset) would hold a stopping node until
 	// the connection's keepalive gave up, 8 s and more.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := t.stopContext()
 	defer cancel()
+	s, err := tpb.NewRaftTransportClient(conn).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	batch := &tpb.Batch{From: t.self}
+	for t.nextBatch(p, batch) {
+		if err := s.Send(batch); err != nil {
+			return err
+		}
+		clear(batch.Envelopes)
+	}
+	s.CloseSend()
+	return nil
+}
+
+// nextBatch waits for what is queued for p and puts it in b (at most
+// maxBatchEnvelopes); false when the transport closes.
+func (t *NodeTransport) nextBatch(p *peer, b *tpb.Batch) bool {
+	select {
+	case <-t.stop:
+		return false
+	case e := <-p.q:
+		b.Envelopes = append(b.Envelopes[:0], e)
+	}
+	for len(b.Envelopes) < maxBatchEnvelopes {
+		select {
+		case e := <-p.q:
+			b.Envelopes = append(b.Envelopes, e)
+		default:
+			return true
+		}
+	}
+	return true
+}
+
+// stopContext is a context cancelled when the transport closes (or by
+// its cancel).
+func (t *NodeTransport) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
 		case <-t.stop:
@@ -174,37 +235,13 @@ func (t *GRPCTransport) stream(p *peer) error {
 		case <-ctx.Done():
 		}
 	}()
-	s, err := tpb.NewRaftTransportClient(conn).Stream(ctx)
-	if err != nil {
-		return err
-	}
-	for {
-		var first *tpb.Envelope
-		select {
-		case <-t.stop:
-			s.CloseSend()
-			return nil
-		case first = <-p.q:
-		}
-		batch := &tpb.Batch{From: t.self, Envelopes: []*tpb.Envelope{first}}
-	fill:
-		for len(batch.Envelopes) < maxBatchEnvelopes {
-			select {
-			case e := <-p.q:
-				batch.Envelopes = append(batch.Envelopes, e)
-			default:
-				break fill
-			}
-		}
-		if err := s.Send(batch); err != nil {
-			return err
-		}
-	}
+	return ctx, cancel
 }
 
-// Stream is the receiving side: it hands every message to its group.
-// With node TLS, the stream's sender is the node its certificate names.
-func (t *GRPCTransport) Stream(s tpb.RaftTransport_StreamServer) error {
+// Stream is the receiving side of the gRPC stream (the framed stream's
+// is readFrames): it hands every message to its group. With node TLS,
+// the stream's sender is the node its certificate names.
+func (t *NodeTransport) Stream(s tpb.RaftTransport_StreamServer) error {
 	certified, _ := PeerNode(s.Context())
 	for {
 		b, err := s.Recv()
@@ -218,22 +255,28 @@ func (t *GRPCTransport) Stream(s tpb.RaftTransport_StreamServer) error {
 			t.log.Warn("raft transport: stream refused: its sender is not the node its certificate names", "from", b.From, "certificate", certified, "addr", peerAddr(s.Context()))
 			return status.Errorf(codes.PermissionDenied, "messages from node %d on a connection of node %d", b.From, certified)
 		}
-		for _, e := range b.Envelopes {
-			if e.Beat != nil {
-				t.deliver(e.Group, beatMessage(e.Beat, b.From, t.self))
-				continue
-			}
-			m := &pb.Message{}
-			if err := proto.Unmarshal(e.Message, m); err != nil {
-				t.log.Warn("raft transport: bad message", "from", b.From, "group", e.Group, "err", err)
-				continue
-			}
-			if m.GetFrom() != b.From {
-				t.log.Warn("raft transport: message dropped: its sender is not the stream's", "stream_from", b.From, "from", m.GetFrom(), "group", e.Group)
-				continue
-			}
-			t.deliver(e.Group, m)
+		t.deliverBatch(b)
+	}
+}
+
+// deliverBatch hands every message of b to its group; a message that
+// does not decode, or names another sender than the batch, is dropped.
+func (t *NodeTransport) deliverBatch(b *tpb.Batch) {
+	for _, e := range b.Envelopes {
+		if e.Beat != nil {
+			t.deliver(e.Group, beatMessage(e.Beat, b.From, t.self))
+			continue
 		}
+		m := &pb.Message{}
+		if err := proto.Unmarshal(e.Message, m); err != nil {
+			t.log.Warn("raft transport: bad message", "from", b.From, "group", e.Group, "err", err)
+			continue
+		}
+		if m.GetFrom() != b.From {
+			t.log.Warn("raft transport: message dropped: its sender is not the stream's", "stream_from", b.From, "from", m.GetFrom(), "group", e.Group)
+			continue
+		}
+		t.deliver(e.Group, m)
 	}
 }
 
@@ -278,9 +321,10 @@ const (
 )
 
 // ServerOptions are the options of the gRPC server that serves the
-// transport (Register) and the other node-to-node services: its TLS and
-// the check of every caller, buffers and windows.
-func (t *GRPCTransport) ServerOptions() []grpc.ServerOption {
+// transport (Register) and the other node-to-node services on the
+// listener Listen returns: its TLS and the check of every caller,
+// buffers and windows.
+func (t *NodeTransport) ServerOptions() []grpc.ServerOption {
 	return append(t.tls.serverOptions(), transportServerOptions()...)
 }
 

@@ -66,7 +66,7 @@ func TestCloseDoesNotWaitForAStalledPeer(t *testing.T) {
 	go srv.Serve(lis)
 	t.Cleanup(func() { close(peer.release); srv.Stop() })
 
-	tr := NewGRPCTransport(1, nil, func(string, *pb.Message) {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tr := NewNodeTransport(1, nil, func(string, *pb.Message) {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	tr.SetPeer(2, lis.Addr().String())
 	big := make([]byte, 256<<10)
 	for i := 0; i < 64; i++ { // 16 MiB: far beyond the stream's window

@@ -1,0 +1,428 @@
+package replication
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
+
+	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
+	"github.com/hermes-mq/hermes/internal/tlsconf"
+)
+
+// The framed Raft stream carries a node's Raft messages to a peer over a
+// plain TCP (or TLS) connection on the peer's node listener, beside its
+// gRPC services. It replaces the gRPC stream for the hot path: a batch is
+// written by the peer's sender goroutine in one system call and handed to
+// its groups by the goroutine that reads it, where gRPC adds a writer
+// goroutine, HTTP/2 framing and flow control on one end and a hand-off to
+// the stream's handler on the other; on a 3-node cluster these sat in
+// every round trip of a durable publish.
+//
+// A connection starts with a hello, the magic and the sender's node id
+// (little-endian u64); the listener answers with the magic, which tells
+// the sender the peer speaks framed streams (a node that does not closes
+// the connection, and the sender uses the gRPC stream instead). After the
+// hello, the sender writes frames and the listener only reads: each frame
+// is a little-endian u32 length and a tpb.Batch of that many bytes. With
+// node TLS, the sender asks for the ALPN protocol framedALPN (or h2, which
+// a node of an earlier version picks), and the listener admits only a
+// member node whose certificate names the node id of the hello.
+const (
+	framedALPN = "hermes-raft/1"
+	// handshakeTimeout bounds a connection's TLS handshake and hello.
+	handshakeTimeout = 10 * time.Second
+	// frameWriteTimeout bounds one frame's write: a peer that stops
+	// reading (paused, or its process gone without a reset) has its
+	// connection cut and dialled again.
+	frameWriteTimeout = 15 * time.Second
+	// keepAlive is the TCP keepalive of framed connections, both ends: a
+	// peer gone silent is found within about 20 s.
+	keepAlive = 5 * time.Second
+	// userTimeout bounds how long sent data may stay unacknowledged
+	// before the kernel gives the connection up (Linux: TCP_USER_TIMEOUT):
+	// a partitioned peer's connection fails, and is dialled again, within
+	// it; without it, retransmissions back off for minutes.
+	userTimeout = 10 * time.Second
+	// frameBufferKeep is the largest frame buffer a connection keeps
+	// between frames.
+	frameBufferKeep = 4 << 20
+)
+
+var framedMagic = [8]byte{'H', 'R', 'A', 'F', 'T', 0, 0, 1}
+
+// errNotFramed is a peer that does not speak the framed stream.
+var errNotFramed = errors.New("the peer does not speak the framed Raft stream")
+
+var keepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: keepAlive, Interval: keepAlive, Count: 3}
+
+// Listen serves the node listener lis: framed Raft streams are served by
+// the transport; every other connection (gRPC, already through its TLS
+// handshake with node TLS) is returned by the listener Listen returns,
+// which is the one to give the node's gRPC server (with ServerOptions).
+// Closing that listener closes lis.
+func (t *NodeTransport) Listen(lis net.Listener) net.Listener {
+	m := &muxListener{Listener: lis, conns: make(chan net.Conn), done: make(chan struct{})}
+	go m.accept(t)
+	return m
+}
+
+// muxListener hands the gRPC server the connections that are not framed
+// Raft streams.
+type muxListener struct {
+	net.Listener
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (m *muxListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.conns:
+		return c, nil
+	case <-m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (m *muxListener) Close() error {
+	m.once.Do(func() { close(m.done) })
+	return m.Listener.Close()
+}
+
+func (m *muxListener) accept(t *NodeTransport) {
+	for {
+		c, err := m.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			m.once.Do(func() { close(m.done) })
+			return
+		}
+		go t.classify(c, m)
+	}
+}
+
+// classify sorts an accepted connection: a framed Raft stream is served
+// here, anything else goes to the gRPC server.
+func (t *NodeTransport) classify(c net.Conn, m *muxListener) {
+	raw := c
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	var certified uint64
+	if t.tls != nil {
+		tc := tls.Server(c, t.tls.listenerConfig())
+		if err := tc.Handshake(); err != nil {
+			t.log.Debug("node listener: TLS handshake failed", "addr", c.RemoteAddr(), "err", err)
+			c.Close()
+			return
+		}
+		st := tc.ConnectionState()
+		if st.NegotiatedProtocol != framedALPN {
+			if st.NegotiatedProtocol != "h2" {
+				t.log.Debug("node listener: connection refused: neither gRPC nor a framed Raft stream", "addr", c.RemoteAddr(), "alpn", st.NegotiatedProtocol)
+				c.Close()
+				return
+			}
+			c.SetDeadline(time.Time{})
+			m.hand(tc)
+			return
+		}
+		id, ok := tlsconf.NodeID(st.PeerCertificates[0])
+		if !ok {
+			t.log.Warn("raft transport: connection refused: the peer's certificate names no node", "addr", c.RemoteAddr())
+			c.Close()
+			return
+		}
+		if !t.tls.isMember(id) {
+			t.log.Warn("raft transport: connection refused: not a member of the cluster", "node", id, "addr", c.RemoteAddr())
+			c.Close()
+			return
+		}
+		certified = id
+		c = tc
+	}
+	var hello [16]byte
+	if _, err := io.ReadFull(c, hello[:8]); err != nil {
+		c.Close()
+		return
+	}
+	if [8]byte(hello[:8]) != framedMagic {
+		if t.tls != nil { // asked for framedALPN, then sent something else
+			t.log.Warn("raft transport: connection refused: a bad hello", "addr", c.RemoteAddr())
+			c.Close()
+			return
+		}
+		c.SetDeadline(time.Time{})
+		m.hand(&prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(bytes.Clone(hello[:8])), c)})
+		return
+	}
+	if _, err := io.ReadFull(c, hello[8:]); err != nil {
+		c.Close()
+		return
+	}
+	from := binary.LittleEndian.Uint64(hello[8:])
+	if t.tls != nil && from != certified {
+		t.log.Warn("raft transport: connection refused: its sender is not the node its certificate names", "from", from, "certificate", certified, "addr", c.RemoteAddr())
+		c.Close()
+		return
+	}
+	if !t.addInbound(c) {
+		c.Close()
+		return
+	}
+	defer t.dropInbound(c)
+	if _, err := c.Write(framedMagic[:]); err != nil {
+		return
+	}
+	c.SetDeadline(time.Time{})
+	if tc, ok := raw.(*net.TCPConn); ok {
+		tc.SetKeepAliveConfig(keepAliveConfig)
+	}
+	if err := t.readFrames(c, from); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		t.log.Debug("raft transport: framed stream from peer ended", "peer", from, "err", err)
+	}
+}
+
+// hand gives the gRPC server a connection (closed if the listener is).
+func (m *muxListener) hand(c net.Conn) {
+	select {
+	case m.conns <- c:
+	case <-m.done:
+		c.Close()
+	}
+}
+
+// prefixConn is a connection whose first bytes were read already.
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// readFrames hands the batches of a framed stream from node from to their
+// groups until the connection ends. A frame out of bounds, or one that
+// does not decode, ends the stream.
+func (t *NodeTransport) readFrames(c net.Conn, from uint64) error {
+	r := bufio.NewReaderSize(c, transportBufferBytes)
+	var head [4]byte
+	var buf []byte
+	for {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return err
+		}
+		n := binary.LittleEndian.Uint32(head[:])
+		if n > maxNodeMessageBytes {
+			t.log.Warn("raft transport: framed stream cut: a frame beyond the bound", "peer", from, "bytes", n, "max", maxNodeMessageBytes)
+			return fmt.Errorf("frame of %d bytes", n)
+		}
+		if cap(buf) < int(n) {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return err
+		}
+		b := &tpb.Batch{}
+		if err := proto.Unmarshal(buf, b); err != nil {
+			t.log.Warn("raft transport: framed stream cut: a frame that does not decode", "peer", from, "err", err)
+			return err
+		}
+		if b.From != from {
+			t.log.Warn("raft transport: framed stream cut: a batch of another sender", "peer", from, "from", b.From)
+			return fmt.Errorf("batch from %d on the stream of %d", b.From, from)
+		}
+		t.deliverBatch(b)
+		if cap(buf) > frameBufferKeep {
+			buf = nil
+		}
+	}
+}
+
+// addInbound notes a served framed connection, for Close (false: the
+// transport is closed).
+func (t *NodeTransport) addInbound(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.stop:
+		return false
+	default:
+	}
+	if t.inbound == nil {
+		t.inbound = make(map[net.Conn]struct{})
+	}
+	t.inbound[c] = struct{}{}
+	t.wg.Add(1)
+	return true
+}
+
+func (t *NodeTransport) dropInbound(c net.Conn) {
+	t.mu.Lock()
+	delete(t.inbound, c)
+	t.mu.Unlock()
+	c.Close()
+	t.wg.Done()
+}
+
+// closeInbound cuts every served framed connection (Close).
+func (t *NodeTransport) closeInbound() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for c := range t.inbound {
+		c.Close()
+	}
+}
+
+// streamFramed dials p and sends it what is queued, in frames, until the
+// connection fails or the transport closes; errNotFramed when the peer
+// does not speak framed streams.
+func (t *NodeTransport) streamFramed(p *peer) error {
+	ctx, cancel := t.stopContext()
+	defer cancel()
+	c, err := t.dialFramed(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	context.AfterFunc(ctx, func() { c.Close() }) // Close cuts a blocked write
+	batch := &tpb.Batch{From: t.self}
+	var buf []byte
+	for t.nextBatch(p, batch) {
+		buf, err = proto.MarshalOptions{}.MarshalAppend(append(buf[:0], 0, 0, 0, 0), batch)
+		clear(batch.Envelopes)
+		if err != nil {
+			return err
+		}
+		if len(buf)-4 > maxNodeMessageBytes {
+			t.log.Warn("raft transport: a batch beyond the bound dropped", "peer", p.id, "bytes", len(buf)-4)
+			continue
+		}
+		binary.LittleEndian.PutUint32(buf, uint32(len(buf)-4))
+		c.SetWriteDeadline(time.Now().Add(frameWriteTimeout))
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		if cap(buf) > frameBufferKeep {
+			buf = nil
+		}
+	}
+	return nil
+}
+
+// dialFramed opens a framed stream to p: TCP, TLS with node TLS, the
+// hello and its answer.
+func (t *NodeTransport) dialFramed(ctx context.Context, p *peer) (net.Conn, error) {
+	d := net.Dialer{Timeout: handshakeTimeout, KeepAliveConfig: keepAliveConfig, Control: setUserTimeout}
+	raw, err := d.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, err
+	}
+	c := raw
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if t.tls != nil {
+		cfg, err := t.tls.clientConfig(p.id)
+		if err != nil {
+			return nil, err
+		}
+		// HTTP/2 too: a node of an earlier version, which offers only
+		// that, then completes the handshake and says what it speaks.
+		cfg.NextProtos = []string{framedALPN, "h2"}
+		cfg.ServerName, _, _ = net.SplitHostPort(p.addr)
+		tc := tls.Client(raw, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, err
+		}
+		if tc.ConnectionState().NegotiatedProtocol != framedALPN {
+			return nil, errNotFramed
+		}
+		c = tc
+	}
+	var hello [16]byte
+	copy(hello[:], framedMagic[:])
+	binary.LittleEndian.PutUint64(hello[8:], t.self)
+	if _, err := c.Write(hello[:]); err != nil {
+		return nil, err
+	}
+	var answer [8]byte
+	if _, err := io.ReadFull(c, answer[:]); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, err
+		}
+		// Closed on the hello: a node that serves only gRPC streams.
+		return nil, fmt.Errorf("%w: %v", errNotFramed, err)
+	}
+	if answer != framedMagic {
+		return nil, errNotFramed
+	}
+	c.SetDeadline(time.Time{})
+	ok = true
+	return c, nil
+}
+
+// listenerConfig is the node listener's TLS configuration: the node's
+// own (certificate reloads included), offering framed streams and gRPC.
+func (s *NodeTLS) listenerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := s.server.GetConfigForClient(hello)
+			if err != nil || c == nil {
+				return c, err
+			}
+			c.NextProtos = []string{framedALPN, "h2"}
+			return c, nil
+		},
+	}
+}
+
+// isMember reports whether node is a member (true until SetMembers).
+func (s *NodeTLS) isMember(node uint64) bool {
+	m := s.member.Load()
+	return m == nil || (*m)(node)
+}
+
+// handshaken are the gRPC server's credentials on the node listener with
+// node TLS: the listener did the handshake (Listen), these report its
+// state for PeerNode and the checks of every call.
+type handshaken struct{}
+
+func (handshaken) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("node listener credentials do not dial")
+}
+
+func (handshaken) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return nil, nil, errors.New("node listener: a connection without TLS")
+	}
+	return c, credentials.TLSInfo{State: tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+}
+
+func (handshaken) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2"}
+}
+
+func (h handshaken) Clone() credentials.TransportCredentials { return h }
+
+func (handshaken) OverrideServerName(string) error { return nil }
