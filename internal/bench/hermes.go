@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/hermes-mq/hermes/pkg/client"
@@ -284,25 +286,61 @@ func (sp *streamPublisher) Close(ctx context.Context) error {
 }
 
 // hermesSub is a Hermes subscription on its own connection.
+// hermesSub hands out polled records one at a time, as kafkaSub does:
+// the SDK's Poll takes every record received in one call.
 type hermesSub struct {
 	c     *client.Client
 	cs    *client.Consumer
 	group bool
+	buf   []*client.Message
+
+	mu   sync.Mutex
+	last map[int32]*client.Message // group: the newest durable record handed out, per partition
 }
 
 func (s *hermesSub) Next(ctx context.Context) (*Delivery, error) {
-	m, err := s.cs.Next(ctx)
-	if err != nil {
-		return nil, err
+	if len(s.buf) == 0 {
+		ms, err := s.cs.Poll(ctx, 0)
+		if err != nil {
+			return nil, err
+		}
+		s.buf = ms
+	}
+	m := s.buf[0]
+	s.buf[0] = nil
+	s.buf = s.buf[1:]
+	if s.group && m.Mode != client.ModePerformance {
+		s.mu.Lock()
+		if s.last == nil {
+			s.last = map[int32]*client.Message{}
+		}
+		s.last[m.Partition] = m
+		s.mu.Unlock()
 	}
 	return &Delivery{ID: m.ID, HasID: true, Partition: m.Partition, Offset: m.Offset, Payload: m.Payload}, nil
 }
 
+// Commit commits what Next handed out (not what Poll took and Next has
+// not handed out yet).
 func (s *hermesSub) Commit(ctx context.Context) error {
 	if !s.group {
 		return nil
 	}
-	return s.cs.Commit(ctx)
+	owned := s.cs.Assignment() // a partition moved away is not this member's to commit
+	s.mu.Lock()
+	ms := make([]*client.Message, 0, len(s.last))
+	for p, m := range s.last {
+		if slices.Contains(owned, p) {
+			ms = append(ms, m)
+		} else {
+			delete(s.last, p)
+		}
+	}
+	s.mu.Unlock()
+	if len(ms) == 0 {
+		return nil
+	}
+	return s.cs.Commit(ctx, ms...)
 }
 
 func (s *hermesSub) Close() error {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // BenchmarkEncode measures packing one batch of 100 records.
@@ -109,6 +111,52 @@ func BenchmarkBrokerProducer(b *testing.B) {
 			}
 			if _, err := last.Wait(ctx); err != nil {
 				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkConsumer reads a backlog of 100-byte records from the
+// in-memory fake broker (client overhead, not broker speed) one at a
+// time (Next) and as many as are received at a time (Poll); ns/op is per
+// record.
+func BenchmarkConsumer(b *testing.B) {
+	for _, poll := range []bool{false, true} {
+		b.Run(map[bool]string{false: "next", true: "poll"}[poll], func(b *testing.B) {
+			f, c := startFake(b)
+			ctx := context.Background()
+			if _, err := c.CreateTopic(ctx, "t", WithPartitionCount(1)); err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, 100)
+			recs := make([]record.Record, b.N)
+			for i := range recs {
+				recs[i] = record.Record{MessageID: record.NewMessageIDAt(int64(i + 1)), Payload: payload, Timestamp: int64(i + 1)}
+			}
+			f.mu.Lock()
+			f.appendRecs("t", 0, recs)
+			f.mu.Unlock()
+			cs, err := c.Subscribe(ctx, "t", FromBeginning())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			b.SetBytes(100)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; {
+				if poll {
+					ms, err := cs.Poll(ctx, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(ms)
+					continue
+				}
+				if _, err := cs.Next(ctx); err != nil {
+					b.Fatal(err)
+				}
+				n++
 			}
 		})
 	}

@@ -47,7 +47,7 @@ type Consumer struct {
 	oweBytes   int64
 	// The fields below track durable log offsets only: ModePerformance
 	// records (ring offsets) never enter them.
-	last      *Message        // durable record returned by the last Next, not yet counted as finished
+	returned  []partOffset    // per partition, the offset after the durable records the last Next or Poll returned, not yet counted as finished
 	consumed  map[int32]int64 // next offset after the finished records, per partition
 	committed map[int32]int64 // next offset the broker confirmed committed
 	next      map[int32]int64 // offset after the last durable record Next returned (dedup, resume)
@@ -55,6 +55,12 @@ type Consumer struct {
 	missed    int64
 	err       error // the subscription failed for good
 	closed    bool
+}
+
+// partOffset is an offset of one partition.
+type partOffset struct {
+	partition int32
+	next      int64
 }
 
 type queued struct {
@@ -97,6 +103,32 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts ...SubscribeO
 // it failed for good (e.g. ErrTopicNotFound when the topic was deleted,
 // or the last error after reconnects were used up).
 func (c *Consumer) Next(ctx context.Context) (*Message, error) {
+	var one [1]*Message
+	ms, err := c.poll(ctx, one[:0], 1)
+	if err != nil {
+		return nil, err
+	}
+	return ms[0], nil
+}
+
+// Poll returns the records received and not yet returned, at most max of
+// them (all of them when max <= 0), waiting until there is at least one
+// or ctx ends. It is Next for many records at once, for consumers that
+// read at high rates (a backlog): one lock and one wake-up per call
+// instead of per record. The slice and the Messages are the caller's, in
+// the order Next would have returned them. With AckAutoCommit, calling
+// Poll (or Next) counts every record the previous call returned as
+// finished; with AckManual, Commit without messages covers every record
+// Poll returned.
+//
+// Errors: as Next's.
+func (c *Consumer) Poll(ctx context.Context, max int) ([]*Message, error) {
+	return c.poll(ctx, nil, max)
+}
+
+// poll appends up to max queued records (every one when max <= 0) to
+// out, waiting for at least one.
+func (c *Consumer) poll(ctx context.Context, out []*Message, max int) ([]*Message, error) {
 	c.mu.Lock()
 	for {
 		if c.closed {
@@ -106,13 +138,16 @@ func (c *Consumer) Next(ctx context.Context) (*Message, error) {
 		if c.cfg.ackMode == AckAutoCommit {
 			c.finishLast()
 		}
-		if len(c.queue) > 0 {
-			q := c.queue[0]
-			c.queue[0] = queued{}
-			c.queue = c.queue[1:]
-			c.handedOut(q)
+		if n := len(c.queue); n > 0 {
+			if max > 0 && n > max {
+				n = max
+			}
+			qs := c.queue[:n]
+			c.queue = c.queue[n:]
+			out = c.handOut(qs, out)
+			clear(qs)
 			c.mu.Unlock()
-			return q.m, nil
+			return out, nil
 		}
 		if c.err != nil {
 			err := c.err
@@ -130,21 +165,34 @@ func (c *Consumer) Next(ctx context.Context) (*Message, error) {
 	}
 }
 
-// handedOut records that Next returns q.m and owes its credit back. A
-// performance record's ring offset is not a log offset: it changes no
-// progress. Lock: mu must be held.
-func (c *Consumer) handedOut(q queued) {
-	m := q.m
-	c.oweCredit(1, q.cost)
-	if !durable(m) {
-		return
+// handOut appends the records of qs to out and records that they are
+// returned: their credit is owed back, and the durable ones move each
+// partition's progress (written once per run of one partition's records,
+// which come in offset order). A performance record's ring offset is not
+// a log offset: it changes no progress. Lock: mu must be held.
+func (c *Consumer) handOut(qs []queued, out []*Message) []*Message {
+	var recs int32
+	var bytes int64
+	for i, q := range qs {
+		m := q.m
+		out = append(out, m)
+		recs++
+		bytes += q.cost
+		if !durable(m) {
+			continue
+		}
+		if i+1 < len(qs) && qs[i+1].m.Partition == m.Partition && durable(qs[i+1].m) {
+			continue // the next record of the run sets the partition's progress
+		}
+		c.next[m.Partition] = m.Offset + 1
+		c.lastTS[m.Partition] = m.Timestamp.UnixNano()
+		c.returned = append(c.returned, partOffset{m.Partition, m.Offset + 1})
 	}
-	c.next[m.Partition] = m.Offset + 1
-	c.lastTS[m.Partition] = m.Timestamp.UnixNano()
-	c.last = m
+	c.oweCredit(recs, bytes)
 	if c.cfg.ackMode != AckAutoCommit {
-		c.finishLast() // manual Commit() covers every record Next returned
+		c.finishLast() // manual Commit() covers every record returned
 	}
+	return out
 }
 
 // durable reports whether m is a record of the durable log, whose offset
@@ -163,15 +211,15 @@ func (c *Consumer) oweCredit(recs int32, bytes int64) {
 	}
 }
 
-// finishLast counts the record last returned by Next as finished.
-// Lock: mu must be held.
+// finishLast counts the records the last Next or Poll returned as
+// finished. Lock: mu must be held.
 func (c *Consumer) finishLast() {
-	if m := c.last; m != nil && durable(m) {
-		if m.Offset+1 > c.consumed[m.Partition] {
-			c.consumed[m.Partition] = m.Offset + 1
+	for _, r := range c.returned {
+		if r.next > c.consumed[r.partition] {
+			c.consumed[r.partition] = r.next
 		}
-		c.last = nil
 	}
+	c.returned = c.returned[:0]
 }
 
 // kick wakes the current session's writer. Lock: mu must be held.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -235,7 +236,7 @@ func (c *Consumer) endSession(s *session) {
 	c.queue = c.queue[:0]
 	c.oweRecs, c.oweBytes = 0, 0
 	if c.cfg.group != "" {
-		c.memberID, c.assignment, c.last = "", nil, nil
+		c.memberID, c.assignment, c.returned = "", nil, c.returned[:0]
 		clear(c.consumed)
 		clear(c.committed)
 	}
@@ -288,9 +289,7 @@ func (c *Consumer) assign(parts []int32) {
 			}
 		}
 	}
-	if c.last != nil && !owned[c.last.Partition] {
-		c.last = nil
-	}
+	c.returned = slices.DeleteFunc(c.returned, func(r partOffset) bool { return !owned[r.partition] })
 }
 
 // deliver queues delivered records for Next.
@@ -302,10 +301,15 @@ func (c *Consumer) deliver(d *hermesv1.Deliveries) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.missed += d.GetMissed()
+	part, n, ok := int32(-1), int64(0), false // c.next of part, looked up once per run of part's records
 	for _, q := range qs {
+		if q.m.Partition != part {
+			part = q.m.Partition
+			n, ok = c.next[part]
+		}
 		// Dropping by offset compares log offsets: never a performance
 		// record's ring offset.
-		if n, ok := c.next[q.m.Partition]; ok && c.cfg.group == "" && durable(q.m) && q.m.Offset < n {
+		if ok && c.cfg.group == "" && durable(q.m) && q.m.Offset < n {
 			c.oweCredit(1, q.cost) // already returned before a reconnect
 			continue
 		}

@@ -163,6 +163,32 @@ func ExampleClient_Subscribe() {
 	}
 }
 
+// A consumer reading at high rates (a backlog, say) takes every record
+// received at once; with auto-commit, a Poll counts what the previous one
+// returned as finished.
+func ExampleConsumer_Poll() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.DefaultAddr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	cs, err := c.Subscribe(ctx, "orders", client.WithGroup("audit"), client.FromBeginning())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cs.Close()
+	for {
+		ms, err := cs.Poll(ctx, 1000) // at most 1,000 at a time
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, m := range ms {
+			fmt.Printf("%d/%d: %s\n", m.Partition, m.Offset, m.Payload)
+		}
+	}
+}
+
 func ExampleConsumer_Ack() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, client.DefaultAddr)

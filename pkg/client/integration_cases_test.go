@@ -391,3 +391,75 @@ func testIntegrationBrokerRestart(t *testing.T, b *broker) {
 }
 
 var _ = context.Background
+
+// TestIntegrationPoll: Poll returns what Next would, many records at a
+// time and never more than asked; a group member's progress through
+// Poll is what it commits, with auto-commit (counted at the next call or
+// Close) and with a manual Commit.
+func TestIntegrationPoll(t *testing.T) { eachTransport(t, testIntegrationPoll) }
+
+func testIntegrationPoll(t *testing.T, b *broker) {
+	c := b.dial()
+	ctx := testCtx(t)
+	mustCreate(t, c, "t", 2)
+	publishN(t, c, "t", 400)
+	for _, mode := range []AckMode{AckAutoCommit, AckManual} {
+		group := fmt.Sprint("poll-", mode)
+		cs, err := c.Subscribe(ctx, "t", WithGroup(group), FromBeginning(), WithAckMode(mode))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		last := map[int32]int64{}
+		calls, most := 0, 0
+		for len(seen) < 400 {
+			limit := 0
+			if calls%2 == 0 {
+				limit = 7
+			}
+			ms, err := cs.Poll(ctx, limit)
+			if err != nil {
+				t.Fatalf("%v: after %d records: %v", mode, len(seen), err)
+			}
+			calls++
+			if len(ms) == 0 || (limit > 0 && len(ms) > limit) {
+				t.Fatalf("%v: Poll(%d) returned %d records", mode, limit, len(ms))
+			}
+			most = max(most, len(ms))
+			for _, m := range ms {
+				if seen[string(m.Payload)] {
+					t.Fatalf("%v: payload %q twice", mode, m.Payload)
+				}
+				if o, ok := last[m.Partition]; ok && m.Offset <= o {
+					t.Fatalf("%v: partition %d: offset %d after %d", mode, m.Partition, m.Offset, o)
+				}
+				seen[string(m.Payload)], last[m.Partition] = true, m.Offset
+			}
+		}
+		if most <= 7 {
+			t.Errorf("%v: no Poll returned more than 7 records (%d calls)", mode, calls)
+		}
+		if mode == AckManual {
+			if err := cs.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cs.Close(); err != nil {
+			t.Fatal(err)
+		}
+		g, err := c.DescribeGroup(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var committed int64
+		for _, p := range g.Partitions {
+			if p.Committed != last[p.Partition]+1 {
+				t.Errorf("%v: partition %d committed %d, want %d", mode, p.Partition, p.Committed, last[p.Partition]+1)
+			}
+			committed += p.Committed
+		}
+		if committed != 400 {
+			t.Errorf("%v: %d committed in all, want 400", mode, committed)
+		}
+	}
+}
