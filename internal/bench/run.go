@@ -256,9 +256,13 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 			pub = pubs.other
 		}
 		select {
-		case window <- struct{}{}:
-		case <-ctx.Done():
-			return
+		case window <- struct{}{}: // room in the window: no two-way select
+		default:
+			select {
+			case window <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 		}
 		r.v.Sent(uint32(w), j)
 		pub.Publish(ctx, id, payload, func(err error) {

@@ -162,9 +162,11 @@ func (w *wireSub) Next(ctx context.Context) (*Delivery, error) {
 	}
 	r := w.queue[0]
 	w.queue = w.queue[1:]
-	w.mu.Lock()
-	w.next[w.part] = r.Offset + 1
-	w.mu.Unlock()
+	if w.s.MemberID != "" { // only a group member commits
+		w.mu.Lock()
+		w.next[w.part] = r.Offset + 1
+		w.mu.Unlock()
+	}
 	return &Delivery{ID: r.MessageID, HasID: true, Partition: w.part, Offset: r.Offset, Payload: r.Payload}, nil
 }
 

@@ -570,11 +570,15 @@ func (c *Client) flusher() {
 // beginPublish takes an in-flight slot and registers done.
 func (c *Client) beginPublish(ctx context.Context, done func(Ack, error)) (uint64, error) {
 	select {
-	case c.inflight <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-c.done:
-		return 0, c.closedErr()
+	case c.inflight <- struct{}{}: // a slot free: no three-way select
+	default:
+		select {
+		case c.inflight <- struct{}{}:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-c.done:
+			return 0, c.closedErr()
+		}
 	}
 	corr := c.nextCorr()
 	if err := c.await(corr, waiter{publish: done}); err != nil {

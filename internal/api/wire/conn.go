@@ -68,6 +68,9 @@ type conn struct {
 	wclosed bool
 	wake    chan struct{} // to the writer goroutine
 	drained chan struct{} // from the writer goroutine, when wbuf empties
+	// live is the DELIVER of performance records last appended to wbuf,
+	// which Live extends while it is the last frame there (see Live).
+	live liveFrame
 	// rawWrite writes wpend without blocking into wn, werr; made once so
 	// flushing allocates nothing.
 	rawWrite func(fd uintptr) bool
@@ -471,6 +474,7 @@ func (c *conn) flushNow() {
 	}
 	buf := c.wbuf
 	c.wbuf, c.writing = c.spare[:0], true
+	c.live = liveFrame{}
 	c.wmu.Unlock()
 	c.wpend = buf
 	err := c.raw.Write(c.rawWrite)
@@ -500,6 +504,7 @@ func (c *conn) flushNow() {
 		queued := c.wbuf
 		c.wbuf = append(append(buf[:0], buf[n:]...), queued...)
 		c.spare = queued[:0]
+		c.live = liveFrame{}
 		kick = true
 	} else {
 		c.spare = buf[:0]
@@ -534,6 +539,7 @@ func (c *conn) writeLoop() {
 			}
 			buf := c.wbuf
 			c.wbuf, c.writing = c.spare[:0], true
+			c.live = liveFrame{}
 			c.wmu.Unlock()
 			c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			_, err := c.nc.Write(buf)
@@ -543,6 +549,7 @@ func (c *conn) writeLoop() {
 			if err != nil {
 				c.wclosed = true
 				c.wbuf = c.wbuf[:0]
+				c.live = liveFrame{}
 				c.wmu.Unlock()
 				c.nc.Close()
 				return

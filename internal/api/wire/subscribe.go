@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"encoding/binary"
 	"sync/atomic"
 	"time"
 
@@ -220,22 +221,39 @@ func (s *sub) appendDeliver(b []byte, d *broker.Delivery) []byte {
 // Live is the subscription's broker.LiveSink: it appends a DELIVER of
 // performance records to the connection's output buffer, to be flushed
 // by the publisher's reader at the end of its read batch (origin is that
-// reader's connection) or else by this connection's writer.
+// reader's connection) or else by this connection's writer. Records that
+// follow the last DELIVER still waiting in the buffer (the same
+// subscription and partition, the next offsets, nothing missed, nothing
+// appended after it) extend that frame instead of starting one: the
+// PUBLISHes of one read batch reach the subscriber as one DELIVER.
 func (s *sub) Live(origin any, partition int32, first, missed int64, recs []record.Record) {
 	c := s.c
 	c.wmu.Lock()
-	b, at := wire.BeginFrame(c.wbuf, wire.FrameDeliver, 0, 0)
-	b = wire.AppendU32(b, s.id)
-	b = wire.AppendU32(b, uint32(partition))
-	b = append(b, wire.ModePerformance, wire.FormatRecords, 0, 0)
-	b = wire.AppendU64(b, uint64(missed))
-	b = wire.AppendU32(b, uint32(len(recs)))
+	lf := &c.live
+	var b []byte
+	if lf.sub == s && lf.end == len(c.wbuf) && lf.partition == partition && lf.next == first &&
+		missed == 0 && lf.end-lf.at < maxLiveFrame && lf.count+len(recs) <= wire.MaxRecords {
+		b = c.wbuf
+	} else {
+		var at int
+		b, at = wire.BeginFrame(c.wbuf, wire.FrameDeliver, 0, 0)
+		b = wire.AppendU32(b, s.id)
+		b = wire.AppendU32(b, uint32(partition))
+		b = append(b, wire.ModePerformance, wire.FormatRecords, 0, 0)
+		b = wire.AppendU64(b, uint64(missed))
+		b = wire.AppendU32(b, 0) // the count, set below
+		*lf = liveFrame{sub: s, at: at, partition: partition}
+	}
 	for i := range recs {
 		r := recs[i]
 		r.Offset = first + int64(i)
 		b = wire.AppendDelivered(b, &r, 1)
 	}
-	c.wbuf = wire.FinishFrame(b, at)
+	lf.count += len(recs)
+	lf.next = first + int64(len(recs))
+	binary.LittleEndian.PutUint32(b[lf.at+liveCountAt:], uint32(lf.count))
+	c.wbuf = wire.FinishFrame(b, lf.at)
+	lf.end = len(c.wbuf)
 	c.wmu.Unlock()
 	if o, ok := origin.(*conn); ok && o.s == c.s {
 		o.markDirty(c)
@@ -243,6 +261,26 @@ func (s *sub) Live(origin any, partition int32, first, missed int64, recs []reco
 		c.kick()
 	}
 }
+
+// liveFrame is where the last DELIVER of performance records sits in a
+// connection's output buffer (sub nil: none to extend). Any other frame
+// appended after it, or the buffer handed to a write, ends it.
+type liveFrame struct {
+	sub       *sub
+	at, end   int // the frame's start and end in wbuf
+	partition int32
+	next      int64 // the offset after its last record
+	count     int
+}
+
+const (
+	// liveCountAt is where a DELIVER's count sits in the frame: after
+	// the header, the subscription id, the partition, mode, format and
+	// reserved bytes, and missed.
+	liveCountAt = wire.HeaderSize + 4 + 4 + 4 + 8
+	// maxLiveFrame bounds the DELIVER Live extends.
+	maxLiveFrame = 256 << 10
+)
 
 // heartbeat keeps a group member's session alive, at most once a
 // heartbeatEvery.
