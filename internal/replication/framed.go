@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,6 +58,9 @@ const (
 	// frameBufferKeep is the largest frame buffer a connection keeps
 	// between frames.
 	frameBufferKeep = 4 << 20
+	// frameChunk is how much of a frame is read, or written under one
+	// write deadline, at a time.
+	frameChunk = 1 << 20
 )
 
 var framedMagic = [8]byte{'H', 'R', 'A', 'F', 'T', 0, 0, 1}
@@ -100,18 +104,29 @@ func (m *muxListener) Close() error {
 	return m.Listener.Close()
 }
 
+// accept hands every accepted connection to classify until the
+// listener closes. Any other failure (out of file descriptors, say) is
+// waited out, backing off from 5 ms to 1 s, as net/http and gRPC do: the
+// node's listener must not stop for good on a passing shortage.
 func (m *muxListener) accept(t *NodeTransport) {
+	var backoff time.Duration
 	for {
 		c, err := m.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				m.once.Do(func() { close(m.done) })
+				return
 			}
-			m.once.Do(func() { close(m.done) })
-			return
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t.log.Warn("node listener: accept failed, retrying", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-m.done:
+				return
+			}
 		}
+		backoff = 0
 		go t.classify(c, m)
 	}
 }
@@ -229,12 +244,17 @@ func (t *NodeTransport) readFrames(c net.Conn, from uint64) error {
 			t.log.Warn("raft transport: framed stream cut: a frame beyond the bound", "peer", from, "bytes", n, "max", maxNodeMessageBytes)
 			return fmt.Errorf("frame of %d bytes", n)
 		}
-		if cap(buf) < int(n) {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return err
+		// Read in chunks: what a frame takes in memory follows the bytes
+		// that arrived, not the length its first four bytes claim.
+		buf = buf[:0]
+		for len(buf) < int(n) {
+			chunk := min(int(n)-len(buf), frameChunk)
+			buf = slices.Grow(buf, chunk)
+			m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
+			buf = buf[:len(buf)+m]
+			if err != nil {
+				return err
+			}
 		}
 		b := &tpb.Batch{}
 		if err := proto.Unmarshal(buf, b); err != nil {
@@ -289,16 +309,35 @@ func (t *NodeTransport) closeInbound() {
 
 // streamFramed dials p and sends it what is queued, in frames, until the
 // connection fails or the transport closes; errNotFramed when the peer
-// does not speak framed streams.
+// does not speak framed streams. A frame whose write failed is kept
+// (p.unsent) and written first on the next connection: a peer that
+// restarted gets it instead of losing it.
 func (t *NodeTransport) streamFramed(p *peer) error {
 	ctx, cancel := t.stopContext()
 	defer cancel()
-	c, err := t.dialFramed(ctx, p)
+	c, raw, err := t.dialFramed(ctx, p)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	context.AfterFunc(ctx, func() { c.Close() }) // Close cuts a blocked write
+	// Closing the TCP connection, not the TLS one, which would first try
+	// to say so to a peer that may not read (seconds).
+	defer raw.Close()
+	context.AfterFunc(ctx, func() { raw.Close() }) // Close cuts a blocked write
+	// The peer never writes after the hello: a read returns when it
+	// closes or resets the connection, which is then closed here, so
+	// that the next write fails at once instead of vanishing into a dead
+	// socket.
+	go func() {
+		var one [1]byte
+		c.Read(one[:])
+		raw.Close()
+	}()
+	if p.unsent != nil {
+		if err := writeFrame(c, p.unsent); err != nil {
+			return err
+		}
+		p.unsent = nil
+	}
 	batch := &tpb.Batch{From: t.self}
 	var buf []byte
 	for t.nextBatch(p, batch) {
@@ -312,8 +351,8 @@ func (t *NodeTransport) streamFramed(p *peer) error {
 			continue
 		}
 		binary.LittleEndian.PutUint32(buf, uint32(len(buf)-4))
-		c.SetWriteDeadline(time.Now().Add(frameWriteTimeout))
-		if _, err := c.Write(buf); err != nil {
+		if err := writeFrame(c, buf); err != nil {
+			p.unsent = bytes.Clone(buf)
 			return err
 		}
 		if cap(buf) > frameBufferKeep {
@@ -323,26 +362,41 @@ func (t *NodeTransport) streamFramed(p *peer) error {
 	return nil
 }
 
-// dialFramed opens a framed stream to p: TCP, TLS with node TLS, the
-// hello and its answer.
-func (t *NodeTransport) dialFramed(ctx context.Context, p *peer) (net.Conn, error) {
+// writeFrame writes a frame in chunks, each under its own deadline: a
+// large frame to a slow peer is not cut for its size, one to a peer that
+// stopped reading is.
+func writeFrame(c net.Conn, frame []byte) error {
+	for len(frame) > 0 {
+		n := min(len(frame), frameChunk)
+		c.SetWriteDeadline(time.Now().Add(frameWriteTimeout))
+		if _, err := c.Write(frame[:n]); err != nil {
+			return err
+		}
+		frame = frame[n:]
+	}
+	return nil
+}
+
+// dialFramed opens a framed stream to p (TCP, TLS with node TLS, the
+// hello and its answer) and returns it and its TCP connection.
+func (t *NodeTransport) dialFramed(ctx context.Context, p *peer) (net.Conn, net.Conn, error) {
 	d := net.Dialer{Timeout: handshakeTimeout, KeepAliveConfig: keepAliveConfig, Control: setUserTimeout}
 	raw, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	c := raw
 	ok := false
 	defer func() {
 		if !ok {
-			c.Close()
+			raw.Close()
 		}
 	}()
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	c := raw
 	if t.tls != nil {
 		cfg, err := t.tls.clientConfig(p.id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// HTTP/2 too: a node of an earlier version, which offers only
 		// that, then completes the handshake and says what it speaks.
@@ -350,10 +404,10 @@ func (t *NodeTransport) dialFramed(ctx context.Context, p *peer) (net.Conn, erro
 		cfg.ServerName, _, _ = net.SplitHostPort(p.addr)
 		tc := tls.Client(raw, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if tc.ConnectionState().NegotiatedProtocol != framedALPN {
-			return nil, errNotFramed
+			return nil, nil, errNotFramed
 		}
 		c = tc
 	}
@@ -361,23 +415,22 @@ func (t *NodeTransport) dialFramed(ctx context.Context, p *peer) (net.Conn, erro
 	copy(hello[:], framedMagic[:])
 	binary.LittleEndian.PutUint64(hello[8:], t.self)
 	if _, err := c.Write(hello[:]); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	// A node that speaks framed streams answers with the magic; one of
+	// an earlier version, a gRPC server, sends its HTTP/2 settings
+	// first. A connection closed before any answer is only a failure
+	// (a peer stopping, or refusing this node): tried again as framed.
 	var answer [8]byte
 	if _, err := io.ReadFull(c, answer[:]); err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return nil, err
-		}
-		// Closed on the hello: a node that serves only gRPC streams.
-		return nil, fmt.Errorf("%w: %v", errNotFramed, err)
+		return nil, nil, err
 	}
 	if answer != framedMagic {
-		return nil, errNotFramed
+		return nil, nil, errNotFramed
 	}
-	c.SetDeadline(time.Time{})
+	raw.SetDeadline(time.Time{})
 	ok = true
-	return c, nil
+	return c, raw, nil
 }
 
 // listenerConfig is the node listener's TLS configuration: the node's

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,6 +93,7 @@ type node struct {
 	in   *inbox
 	addr string
 	log  *logBuffer
+	stop func()
 }
 
 func startNode(t *testing.T, id uint64, sec *NodeTLS) *node {
@@ -100,12 +102,21 @@ func startNode(t *testing.T, id uint64, sec *NodeTLS) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveNode(t, id, sec, lis)
+}
+
+// serveNode serves a node's transport and gRPC server on lis; its stop
+// stops both (also at the test's end).
+func serveNode(t *testing.T, id uint64, sec *NodeTLS, lis net.Listener) *node {
+	t.Helper()
 	n := &node{in: newInbox(), addr: lis.Addr().String(), log: &logBuffer{}}
 	n.tr = NewNodeTransport(id, sec, n.in.deliver, slog.New(slog.NewTextHandler(n.log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	srv := grpc.NewServer(n.tr.ServerOptions()...)
 	n.tr.Register(srv)
 	go srv.Serve(n.tr.Listen(lis))
-	t.Cleanup(func() { srv.Stop(); n.tr.Close() })
+	var once sync.Once
+	n.stop = func() { once.Do(func() { srv.Stop(); n.tr.Close() }) }
+	t.Cleanup(n.stop)
 	return n
 }
 
@@ -397,5 +408,59 @@ func TestCloseDoesNotWaitForAStalledFramedPeer(t *testing.T) {
 	case <-done:
 	case <-time.After(3 * time.Second):
 		t.Fatal("Close still waits for the stalled peer after 3 s")
+	}
+}
+
+// A peer that restarts gets the messages sent after it went away: the
+// sender sees the connection close although it never reads, and a frame
+// whose write failed goes out on the next connection. A frame larger
+// than the chunks it is written and read in arrives whole.
+func TestFramedPeerRestartLosesNothing(t *testing.T) {
+	a, b := startNode(t, 1, nil), startNode(t, 2, nil)
+	a.tr.SetPeer(2, b.addr)
+	sendAndCheck(t, a, b, 1, 2)
+	b.stop()
+	lis, err := net.Listen("tcp", b.addr) // the same address, as a restarted node has
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := serveNode(t, 2, nil, lis)
+	time.Sleep(100 * time.Millisecond) // the old connection's close reaches a
+	big := app(1, 2, strings.Repeat("y", 3*frameChunk+17))
+	a.tr.Send("g1", []*pb.Message{big})
+	got := b2.in.wait(t, 1)
+	if !proto.Equal(got[0], big) {
+		t.Fatalf("after the restart: got a message of %d entries, want the 3 MiB append", len(got[0].GetEntries()))
+	}
+}
+
+// flakyListener fails its first Accept as a node out of file
+// descriptors does.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
+	}
+	return l.Listener.Accept()
+}
+
+// A failed accept that is not the listener's close is waited out: the
+// node keeps listening.
+func TestNodeListenerSurvivesAFailedAccept(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := serveNode(t, 2, nil, &flakyListener{Listener: lis})
+	a := startNode(t, 1, nil)
+	a.tr.SetPeer(2, b.addr)
+	sendAndCheck(t, a, b, 1, 2)
+	if !strings.Contains(b.log.String(), "accept failed, retrying") {
+		t.Fatalf("the failed accept was not logged:\n%s", b.log)
 	}
 }

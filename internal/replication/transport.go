@@ -66,8 +66,10 @@ type peer struct {
 	q    chan *tpb.Envelope
 	// grpc: the peer did not speak the framed stream when last dialled
 	// (a node of an earlier version), the gRPC stream carries its
-	// messages. Touched by the peer's sender only.
-	grpc bool
+	// messages. unsent: a frame whose write failed, for the next
+	// connection. Both touched by the peer's sender only.
+	grpc   bool
+	unsent []byte
 }
 
 // NewNodeTransport makes a transport for node self, secured by sec (nil:
@@ -146,6 +148,7 @@ func (t *NodeTransport) sendLoop(p *peer) {
 	for {
 		err := t.streamFramed(p)
 		if errors.Is(err, errNotFramed) {
+			p.unsent = nil // Raft sends again what matters
 			if !p.grpc {
 				p.grpc = true
 				t.log.Info("raft transport: the peer does not speak the framed stream (an earlier version?): the gRPC stream carries its messages", "peer", p.id, "addr", p.addr, "err", err)
