@@ -32,8 +32,9 @@ import (
 //
 // A connection starts with a hello, the magic and the sender's node id
 // (little-endian u64); the listener answers with the magic, which tells
-// the sender the peer speaks framed streams (a node that does not closes
-// the connection, and the sender uses the gRPC stream instead). After the
+// the sender the peer speaks framed streams (a node of an earlier version
+// answers with HTTP/2's settings, or picks h2 in the TLS handshake, and
+// the sender uses the gRPC stream instead). After the
 // hello, the sender writes frames and the listener only reads: each frame
 // is a little-endian u32 length and a tpb.Batch of that many bytes. With
 // node TLS, the sender asks for the ALPN protocol framedALPN (or h2, which
@@ -447,12 +448,6 @@ func (s *NodeTLS) listenerConfig() *tls.Config {
 			return c, nil
 		},
 	}
-}
-
-// isMember reports whether node is a member (true until SetMembers).
-func (s *NodeTLS) isMember(node uint64) bool {
-	m := s.member.Load()
-	return m == nil || (*m)(node)
 }
 
 // handshaken are the gRPC server's credentials on the node listener with

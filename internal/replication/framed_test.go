@@ -206,29 +206,16 @@ func TestFramedStreamOverNodeTLS(t *testing.T) {
 
 	// A hello per certificate: want whether the stream is served.
 	try := func(f tlsconf.Files, from uint64) bool {
-		cfg, err := tlsconf.Client(f, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.NextProtos = []string{framedALPN}
-		c, err := tls.Dial("tcp", b.addr, cfg)
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		var hello [16]byte
-		copy(hello[:], framedMagic[:])
-		binary.LittleEndian.PutUint64(hello[8:], from)
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write(hello[:]); err != nil {
-			return false
-		}
-		var answer [8]byte
-		_, err = io.ReadFull(c, answer[:])
+		answer, err := tlsHello(t, b.addr, f, from, framedMagic)
 		return err == nil && answer == framedMagic
 	}
 	if !try(tlsconf.NodeFiles(dir, 1), 1) {
 		t.Fatal("node 1's hello was refused")
+	}
+	// Asked for the framed stream, then sent another hello (HTTP/2's
+	// preface): closed, not handed to gRPC.
+	if answer, err := tlsHello(t, b.addr, tlsconf.NodeFiles(dir, 1), 1, [8]byte{'P', 'R', 'I', ' ', '*', ' ', 'H', 'T'}); err != io.EOF {
+		t.Fatalf("a bad hello after asking for the framed stream: answered %q, %v; want the connection closed", answer, err)
 	}
 	if try(tlsconf.NodeFiles(dir, 1), 3) {
 		t.Fatal("node 1's certificate was admitted as node 3")
@@ -463,4 +450,31 @@ func TestNodeListenerSurvivesAFailedAccept(t *testing.T) {
 	if !strings.Contains(b.log.String(), "accept failed, retrying") {
 		t.Fatalf("the failed accept was not logged:\n%s", b.log)
 	}
+}
+
+// tlsHello asks addr for the framed stream over TLS with the certificate
+// files f, sends a hello of magic and node from, and returns the
+// listener's answer (the magic when it serves the stream).
+func tlsHello(t *testing.T, addr string, f tlsconf.Files, from uint64, magic [8]byte) ([8]byte, error) {
+	t.Helper()
+	cfg, err := tlsconf.Client(f, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NextProtos = []string{framedALPN}
+	var answer [8]byte
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return answer, err
+	}
+	defer c.Close()
+	var hello [16]byte
+	copy(hello[:], magic[:])
+	binary.LittleEndian.PutUint64(hello[8:], from)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(hello[:]); err != nil {
+		return answer, err
+	}
+	_, err = io.ReadFull(c, answer[:])
+	return answer, err
 }

@@ -73,6 +73,12 @@ func (s *NodeTLS) SetMembers(member func(node uint64) bool) {
 	}
 }
 
+// isMember reports whether node is a member (true until SetMembers).
+func (s *NodeTLS) isMember(node uint64) bool {
+	m := s.member.Load()
+	return m == nil || (*m)(node)
+}
+
 // serverOptions are the gRPC server's credentials (the handshake is the
 // node listener's, see Listen) and the check of every call's peer.
 func (s *NodeTLS) serverOptions() []grpc.ServerOption {
@@ -103,7 +109,7 @@ func (s *NodeTLS) checkPeer(ctx context.Context, method string) error {
 		s.log.Warn("node-to-node call refused: the peer's certificate names no node", "method", method, "addr", peerAddr(ctx))
 		return status.Error(codes.PermissionDenied, "node-to-node services are for the cluster's nodes: the certificate names no node")
 	}
-	if m := s.member.Load(); m != nil && !(*m)(id) {
+	if !s.isMember(id) {
 		s.log.Warn("node-to-node call refused: not a member of the cluster", "node", id, "method", method, "addr", peerAddr(ctx))
 		return status.Errorf(codes.PermissionDenied, "node %d is not a member of this cluster", id)
 	}

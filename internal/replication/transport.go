@@ -36,9 +36,11 @@ const (
 )
 
 // NodeTransport carries the Raft messages of every group on this node to
-// the other nodes: one long-lived gRPC stream per peer, each Batch holding
-// the queued messages of all groups for that peer. It implements Transport
-// for Replica, and serves the receiving side (Register).
+// the other nodes: one long-lived framed stream per peer (framed.go; the
+// gRPC stream for a peer of an earlier version), each Batch holding the
+// queued messages of all groups for that peer. It implements Transport
+// for Replica, and serves the receiving side (Listen, and Register for
+// the gRPC stream).
 type NodeTransport struct {
 	tpb.UnimplementedRaftTransportServer
 	self uint64
@@ -73,8 +75,8 @@ type peer struct {
 }
 
 // NewNodeTransport makes a transport for node self, secured by sec (nil:
-// plaintext); deliver receives every inbound message (from the gRPC
-// server's goroutines).
+// plaintext); deliver receives every inbound message (from the goroutines
+// reading framed streams and gRPC streams).
 // SetReplicas tells the transport where this node's replicas are (the
 // Host), for the reports of lost entries replicas send their leaders.
 func (t *NodeTransport) SetReplicas(find func(group string) *Replica) { t.replica = find }

@@ -113,9 +113,8 @@ func (c *Consumer) Next(ctx context.Context) (*Message, error) {
 
 // Poll returns the records received and not yet returned, at most max of
 // them (all of them when max <= 0), waiting until there is at least one
-// or ctx ends. It is Next for many records at once, for consumers that
-// read at high rates (a backlog): one lock and one wake-up per call
-// instead of per record. The slice and the Messages are the caller's, in
+// or ctx ends. It is Next for many records at once (one lock per call),
+// for consumers that handle records in batches. The slice and the Messages are the caller's, in
 // the order Next would have returned them. With AckAutoCommit, calling
 // Poll (or Next) counts every record the previous call returned as
 // finished; with AckManual, Commit without messages covers every record

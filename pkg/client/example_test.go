@@ -163,7 +163,7 @@ func ExampleClient_Subscribe() {
 	}
 }
 
-// A consumer reading at high rates (a backlog, say) takes every record
+// A consumer that handles records in batches takes every record
 // received at once; with auto-commit, a Poll counts what the previous one
 // returned as finished.
 func ExampleConsumer_Poll() {
