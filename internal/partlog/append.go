@@ -244,8 +244,8 @@ func (l *Log) Sync() error {
 	if err := l.flush(); err != nil {
 		return err
 	}
-	if !l.dirty {
-		return nil
+	if !l.dirty && l.synced.Load() >= l.next.Load() {
+		return nil // (a SyncPoint not synced yet leaves synced behind)
 	}
 	seg := l.active
 	if err := seg.f.Sync(); err != nil {

@@ -65,6 +65,7 @@ func (l *Log) Reset(base int64) error {
 	l.segs = []*segment{seg}
 	l.active = seg
 	l.readEnd = base
+	l.gen++
 	l.next.Store(base)
 	l.synced.Store(base)
 	l.size.Store(0)

@@ -50,6 +50,9 @@ type Log struct {
 	// readEnd is the offset after the last batch written to a file.
 	// Invariant: synced <= readEnd <= next.
 	readEnd int64
+	// gen counts the cuts (Truncate, Reset): a SyncPoint taken before
+	// one no longer says what is durable.
+	gen uint64
 
 	// Writer-owned.
 	active *segment // == segs[len(segs)-1]

@@ -73,9 +73,10 @@ func (l *Log) publishCut(i int, pos, offset int64, entries []indexEntry) []*segm
 	seg.readable = pos
 	seg.entries = entries
 	l.readEnd = offset
-	l.mu.Unlock()
+	l.gen++
 	l.next.Store(offset)
 	l.synced.Store(min(l.synced.Load(), offset))
+	l.mu.Unlock()
 	return removed
 }
 

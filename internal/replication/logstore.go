@@ -562,12 +562,36 @@ func (s *LogStore) Applied() uint64 {
 }
 
 // Sync makes everything appended durable: the data log first, then the
-// state if it changed. A crash between the two leaves a gap that
-// OpenLogStore cuts.
+// state if it changed (Flush, then sync, on the caller's goroutine).
 func (s *LogStore) Sync() error {
-	if err := s.log.Sync(); err != nil {
+	d, err := s.Flush()
+	if err != nil {
 		return err
 	}
+	return s.sync(d)
+}
+
+// durable is one fsync of a group's storage (LogStore.Flush): the data
+// log up to a point, then the state as it was at that point (nil when it
+// had not changed).
+type durable struct {
+	log   partlog.SyncPoint
+	logOK bool // false: the data log had nothing new to fsync
+	state []byte
+}
+
+// Flush writes what was appended to the data log (readers see it) and
+// returns the fsync that makes it durable, which another goroutine runs
+// (sync) while the replica goes on appending. The state, when it changed,
+// is encoded now and stored after that fsync: a crash between the two
+// leaves a gap that OpenLogStore cuts, never a state ahead of the data.
+// Replica goroutine (the log's writer).
+func (s *LogStore) Flush() (durable, error) {
+	p, ok, err := s.log.Flush()
+	if err != nil {
+		return durable{}, err
+	}
+	d := durable{log: p, logOK: ok}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.st.catchUp; c > 0 && s.lastIndex() >= c {
@@ -575,10 +599,39 @@ func (s *LogStore) Sync() error {
 		s.st.catchUp = 0
 		s.dirty = true
 	}
-	if !s.dirty {
-		return nil
+	if s.dirty {
+		if d.state, err = s.st.encode(); err != nil {
+			s.release(d)
+			return durable{}, err
+		}
+		s.dirty = false
+		s.savedCommit = s.st.hard.GetCommit()
 	}
-	return s.saveState()
+	return d, nil
+}
+
+// sync runs d: the data log's fsync, then the state. Any goroutine; the
+// durables of one store in the order Flush returned them.
+func (s *LogStore) sync(d durable) error {
+	if d.logOK {
+		if err := d.log.Sync(); err != nil {
+			return err
+		}
+		s.log.MarkSynced(d.log)
+	}
+	if d.state != nil {
+		if err := s.meta.PutRaftState(s.group, d.state); err != nil {
+			return fmt.Errorf("%s: save raft state: %w", s.group, err)
+		}
+	}
+	return nil
+}
+
+// release gives up d without syncing it.
+func (s *LogStore) release(d durable) {
+	if d.logOK {
+		d.log.Release()
+	}
 }
 
 // saveState writes the state blob. Lock: mu held (or s not yet shared).

@@ -12,73 +12,50 @@ import (
 	"github.com/hermes-mq/hermes/pkg/record"
 )
 
-// handleReadies processes every pending Ready: persist (one fsync for all
-// its entries and state), answer AckPersisted proposals, send messages,
-// apply what committed. An error is a storage failure: the group stops.
+// handleReadies processes every pending Ready without waiting for an
+// fsync (asynchronous storage writes, see syncer.go): it writes the
+// entries and state the Ready appends and queues their fsync, with the
+// messages that must follow it, to the syncer; it sends the other
+// messages at once (a leader's appends and heartbeats: the followers
+// write and fsync while it does, Raft thesis 10.2.1; raft counts the
+// leader's own copy only once the syncer says it is durable); and it
+// applies what committed (raft hands out only entries durable here). An
+// error is a storage failure: the group stops.
 func (r *Replica) handleReadies() error {
 	for r.rn.HasReady() {
 		rd := r.rn.Ready()
 		if rd.SoftState != nil {
 			r.softState(rd.SoftState, rd.Entries)
 		}
-		// A leader whose term and vote stand sends its appends and
-		// heartbeats before its own fsync (Raft thesis 10.2.1): the
-		// followers write and fsync while it does, and it counts its own
-		// copy only once persisted (raft learns that at Advance). Every
-		// other message (a follower's answers, votes) waits for the fsync.
-		early := r.leader.Load() == r.cfg.NodeID && len(rd.Messages) > 0 &&
-			(raft.IsEmptyHardState(rd.HardState) || r.store.sameVote(rd.HardState))
-		if !raft.IsEmptyHardState(rd.HardState) {
-			r.store.SetHardState(rd.HardState)
-			r.term.Store(rd.HardState.GetTerm())
-			r.stats.commit.Store(rd.HardState.GetCommit())
-		}
-		if !raft.IsEmptySnap(rd.Snapshot) {
-			if err := r.installSnapshot(rd.Snapshot); err != nil {
-				return err
-			}
-			r.stats.snapshotsApplied.Add(1)
-		}
-		r.overwritten(rd.Entries)
-		var own uint64
-		if r.leader.Load() == r.cfg.NodeID {
-			own = r.cfg.NodeID // entries of this leader's term are its own
-		}
-		apps, err := r.store.AppendFrom(rd.Entries, own)
-		if err != nil {
-			return err
-		}
-		late := rd.Messages
-		if early {
-			// After AppendFrom, which rebased the entries' batches in
-			// place: the followers get the bytes this log stores.
-			var now []*pb.Message
-			now, late = splitEarly(rd.Messages)
-			if len(now) > 0 {
-				r.tr.Send(r.cfg.Group, now)
+		var send []*pb.Message
+		for _, m := range rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				if err := r.storageAppend(rd, m); err != nil {
+					return err
+				}
+			case raft.LocalApplyThread:
+			default:
+				send = append(send, m)
 			}
 		}
-		start := time.Now()
-		if err := r.store.Sync(); err != nil {
-			return err
-		}
-		if r.cfg.Synced != nil && len(rd.Entries) > 0 {
-			records := 0
-			for _, a := range apps {
-				records += int(a.Next - a.First)
-			}
-			r.cfg.Synced(time.Since(start), records)
-		}
-		r.persisted(apps)
-		if msgs := r.withholdCampaign(late); len(msgs) > 0 {
+		// After storageAppend, which rebased the entries' batches in
+		// place: the followers get the bytes this log stores.
+		if msgs := r.withholdCampaign(send); len(msgs) > 0 {
 			addReceiver(msgs)
 			r.tr.Send(r.cfg.Group, msgs)
 		}
-		if err := r.apply(rd.CommittedEntries); err != nil {
-			return err
-		}
-		if err := r.maybeCompact(); err != nil {
-			return err
+		for _, m := range rd.Messages {
+			if m.GetTo() != raft.LocalApplyThread {
+				continue
+			}
+			if err := r.apply(m.GetEntries()); err != nil {
+				return err
+			}
+			if err := r.maybeCompact(); err != nil {
+				return err
+			}
+			r.stepLocal(m.GetResponses())
 		}
 		for _, rs := range rd.ReadStates {
 			if ch := r.reads[string(rs.RequestCtx)]; ch != nil {
@@ -86,11 +63,10 @@ func (r *Replica) handleReadies() error {
 				ch <- rs.Index
 			}
 		}
-		r.rn.Advance(rd)
 		// A snapshot message may be dropped on the way (the transport never
 		// blocks): report it sent, so that the follower's answer, or its
 		// refusal of the next append, makes raft send it again.
-		for _, m := range rd.Messages {
+		for _, m := range send {
 			if m.GetType() == pb.MessageType_MsgSnap {
 				r.stats.snapshotsSent.Add(1)
 				r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
@@ -100,18 +76,121 @@ func (r *Replica) handleReadies() error {
 	return nil
 }
 
-// splitEarly returns the appends and heartbeats of msgs, which a leader
-// may send before its fsync, and the others, in order.
-func splitEarly(msgs []*pb.Message) (early, late []*pb.Message) {
-	for _, m := range msgs {
-		switch m.GetType() {
-		case pb.MessageType_MsgApp, pb.MessageType_MsgHeartbeat:
-			early = append(early, m)
-		default:
-			late = append(late, m)
+// storageAppend does the writes of rd (its MsgStorageAppend m): the hard
+// state, a snapshot, the entries; then queues their fsync and m's
+// responses to the syncer.
+func (r *Replica) storageAppend(rd raft.Ready, m *pb.Message) error {
+	if !raft.IsEmptyHardState(rd.HardState) {
+		r.store.SetHardState(rd.HardState)
+		r.term.Store(rd.HardState.GetTerm())
+		r.stats.commit.Store(rd.HardState.GetCommit())
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		// It replaces the log and stores the state itself: every fsync
+		// queued before goes first.
+		if err := r.quiesce(); err != nil {
+			return err
+		}
+		if err := r.installSnapshot(rd.Snapshot); err != nil {
+			return err
+		}
+		r.stats.snapshotsApplied.Add(1)
+	}
+	if len(rd.Entries) > 0 {
+		if last, _ := r.store.LastIndex(); rd.Entries[0].GetIndex() <= last {
+			// A new leader's entries replace some of this log's: the
+			// proposals there were all answered or failed first.
+			if err := r.quiesce(); err != nil {
+				return err
+			}
 		}
 	}
-	return early, late
+	r.overwritten(rd.Entries)
+	var own uint64
+	if r.leader.Load() == r.cfg.NodeID {
+		own = r.cfg.NodeID // entries of this leader's term are its own
+	}
+	apps, err := r.store.AppendFrom(rd.Entries, own)
+	if err != nil {
+		return err
+	}
+	r.appended(apps)
+	d, err := r.store.Flush()
+	if err != nil {
+		return err
+	}
+	j := &syncJob{d: d, resps: m.GetResponses(), apps: apps}
+	for _, a := range apps {
+		j.records += int(a.Next - a.First)
+	}
+	r.syncing++
+	r.sync.push(j)
+	return nil
+}
+
+// syncCompleted takes the syncer's completed jobs: AckPersisted answers,
+// the Synced callback, and this replica's own responses (its copy is
+// durable) stepped into raft. A job's error is a storage failure.
+func (r *Replica) syncCompleted() error {
+	if r.syncErr != nil {
+		return r.syncErr
+	}
+	jobs := r.sync.completed()
+	for _, j := range jobs {
+		r.syncing--
+		if j.err != nil {
+			r.syncErr = j.err // sticky: a caller may not be the loop
+			return j.err
+		}
+		if r.cfg.Synced != nil && j.records > 0 {
+			r.cfg.Synced(j.took, j.records)
+		}
+		r.persisted(j.apps, j.end)
+		r.stepLocal(j.local)
+	}
+	if len(jobs) > 0 {
+		r.store.log.Evict()
+	}
+	return nil
+}
+
+// quiesce waits until every queued fsync is done and taken: before the
+// loop stores the state itself (a snapshot, a compaction) or cuts the
+// log, so that the syncer never stores an older state after it.
+func (r *Replica) quiesce() error {
+	for {
+		if err := r.syncCompleted(); err != nil {
+			return err
+		}
+		if r.syncing == 0 {
+			return nil
+		}
+		<-r.sync.notify
+	}
+}
+
+// settle handles Readies and fsyncs until raft has nothing more to do:
+// a new replica's bootstrap and first election before its loop starts.
+func (r *Replica) settle() error {
+	for {
+		if err := r.handleReadies(); err != nil {
+			return err
+		}
+		if r.syncing == 0 {
+			return nil
+		}
+		if err := r.quiesce(); err != nil {
+			return err
+		}
+	}
+}
+
+// stepLocal steps raft's responses to this replica's own storage
+// messages (they never go through admit: they come from raft itself).
+func (r *Replica) stepLocal(msgs []*pb.Message) {
+	for _, m := range msgs {
+		_ = r.rn.Step(m) // raft's own messages: it accepts them
+	}
 }
 
 // addReceiver makes each snapshot sent name its receiver, as a learner. A
@@ -181,6 +260,9 @@ func (r *Replica) maybeCompact() error {
 	if applied < first || applied-first+1 < uint64(r.cfg.SnapshotEntries) {
 		return nil
 	}
+	if err := r.quiesce(); err != nil { // Compact stores the state itself
+		return err
+	}
 	return r.store.Compact(applied, r.cfg.Snapshot())
 }
 
@@ -235,13 +317,9 @@ func (r *Replica) overwritten(ents []*pb.Entry) {
 	}
 }
 
-// persisted notes where this replica's proposals landed and answers the
-// AckPersisted ones: their entry is fsynced on the leader.
-func (r *Replica) persisted(apps []Appended) {
-	var now int64
-	if r.cfg.Stages != nil && len(apps) > 0 {
-		now = nanotime()
-	}
+// appended notes where this replica's proposals landed in the log
+// (written, not yet fsynced).
+func (r *Replica) appended(apps []Appended) {
 	for _, a := range apps {
 		if a.Proposal.Node != r.cfg.NodeID {
 			continue
@@ -251,7 +329,6 @@ func (r *Replica) persisted(apps []Appended) {
 			continue
 		}
 		pe.index = a.Index
-		pe.persisted = now
 		r.byIndex[a.Index] = pe
 		off := a.First
 		for _, p := range pe.props {
@@ -259,10 +336,28 @@ func (r *Replica) persisted(apps []Appended) {
 				delete(r.inflight, p.key) // the log's window has it now
 			}
 			p.index, p.first = a.Index, off
-			if p.ack == AckPersisted {
-				p.done(off, nil)
-			}
 			off += int64(p.records)
+		}
+	}
+}
+
+// persisted answers the AckPersisted proposals of the entries apps (their
+// fsync ended at end, nanotime): they are durable on the leader. Entries
+// overwritten or failed meanwhile were answered already.
+func (r *Replica) persisted(apps []Appended, end int64) {
+	for _, a := range apps {
+		if a.Proposal.Node != r.cfg.NodeID {
+			continue
+		}
+		pe := r.pending[a.Proposal.ID]
+		if pe == nil || pe.index != a.Index || pe.acked {
+			continue
+		}
+		pe.persisted = end
+		for _, p := range pe.props {
+			if p.ack == AckPersisted {
+				p.done(p.first, nil)
+			}
 		}
 		pe.acked = true
 	}

@@ -133,13 +133,14 @@ type Config struct {
 // The four add up to that whole time.
 type Stages struct {
 	// Queue: from Propose to the entry's proposal to raft (the wait for
-	// the replica's goroutine: behind the fsync and the work in hand).
+	// the replica's goroutine: the work in hand).
 	Queue time.Duration
 	// Persist: from the proposal to the end of the leader's fsync of
-	// the entry (the write, the fsync and whatever the same Ready held).
+	// the entry (the write, the wait for the fsync in progress, its own).
 	Persist time.Duration
 	// Commit: from the leader's fsync to the entry's commit being seen
-	// (a quorum's acknowledgements; about nothing on a group of one).
+	// (the quorum's acknowledgements, whose fsyncs ran alongside the
+	// leader's; about nothing on a group of one).
 	Commit time.Duration
 	// Apply: from the commit being seen to the publishers answered (the
 	// owner's OnCommit, i.e. the records made readable, then the acks).
@@ -311,6 +312,11 @@ type Replica struct {
 	refused uint64
 	// entryBuf is where proposeAll builds entries. Loop goroutine only.
 	entryBuf []byte
+	// sync runs the fsyncs; syncing counts the jobs queued to it and not
+	// yet taken back (syncCompleted). The count: loop goroutine only.
+	sync    *syncer
+	syncing int
+	syncErr error // the first failed fsync; the loop stops on it
 	// timed: the entries the apply in progress found this replica
 	// proposed, for Config.Stages. Loop goroutine only.
 	timed []*pendingEntry
@@ -337,7 +343,8 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 		ID: cfg.NodeID, ElectionTick: cfg.ElectionTicks, HeartbeatTick: cfg.HeartbeatTick,
 		Storage: store, MaxSizePerMsg: maxMsgBytes, MaxInflightMsgs: maxInflightMsgs,
 		MaxUncommittedEntriesSize: maxUncommittedBytes, CheckQuorum: true, PreVote: true,
-		Logger: raftLogger{cfg.Logger.With("group", cfg.Group)},
+		AsyncStorageWrites: true, // the loop never waits for an fsync: syncer.go
+		Logger:             raftLogger{cfg.Logger.With("group", cfg.Group)},
 	}
 	hs, _, _ := store.InitialState()
 	rc.Applied = store.Applied()
@@ -368,16 +375,17 @@ func NewReplica(cfg Config, store *LogStore, tr Transport) (*Replica, error) {
 	r.term.Store(hs.GetTerm())
 	r.stats.started = time.Now()
 	r.noteVoters()
+	r.sync = newSyncer(store, cfg.NodeID, func(msgs []*pb.Message) { tr.Send(cfg.Group, msgs) })
 	// A bootstrap's configuration is stored first; a group of one then
 	// elects itself and applies what it had committed before a restart,
 	// so it serves its log as soon as NewReplica returns.
-	if err := r.handleReadies(); err != nil {
-		return nil, err
+	err = r.settle()
+	if err == nil && r.campaignAlone() {
+		err = r.settle()
 	}
-	if r.campaignAlone() {
-		if err := r.handleReadies(); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		r.sync.close()
+		return nil, err
 	}
 	go r.run()
 	return r, nil
@@ -825,6 +833,10 @@ func (r *Replica) ChangeVoter(ctx context.Context, node uint64, add bool, contex
 func (r *Replica) CompactBefore(boundary func() int64) error {
 	errc := make(chan error, 1)
 	f := func() {
+		if err := r.quiesce(); err != nil { // it stores the state itself
+			errc <- err
+			return
+		}
 		_, err := r.store.CompactBefore(boundary(), r.applied.Load(), nil)
 		errc <- err
 	}
@@ -845,6 +857,7 @@ func (r *Replica) Voters() []uint64 {
 func (r *Replica) Stop() {
 	close(r.stopc)
 	<-r.done
+	r.sync.close()
 	if r.ownsLog {
 		if err := r.store.log.Close(); err != nil && !errors.Is(err, partlog.ErrClosed) {
 			r.cfg.Logger.Warn("closing the data log", "group", r.cfg.Group, "err", err)
@@ -893,6 +906,15 @@ func (r *Replica) run() {
 			r.propose(r.take(p))
 		case f := <-r.calls:
 			f()
+		case <-r.sync.notify:
+			if err := r.syncCompleted(); err != nil {
+				r.fail(err)
+				return
+			}
+		}
+		if r.syncErr != nil {
+			r.fail(r.syncErr)
+			return
 		}
 		r.retryHeld()
 		if err := r.handleReadies(); err != nil {
@@ -983,7 +1005,9 @@ func (r *Replica) duplicate(p *proposal) bool {
 	if r.cfg.Duplicate != nil {
 		r.cfg.Duplicate()
 	}
-	if p.ack == AckPersisted || base+int64(p.records) <= r.store.OffsetAfter(r.rn.BasicStatus().HardState.GetCommit()) {
+	end := base + int64(p.records)
+	if p.ack == AckPersisted && end <= r.store.log.SyncedOffset() ||
+		end <= r.store.OffsetAfter(r.rn.BasicStatus().HardState.GetCommit()) {
 		p.done(base, nil)
 	} else {
 		p.done(0, fmt.Errorf("%w (%s)", ErrDuplicateInFlight, r.cfg.Group))
