@@ -252,9 +252,20 @@ func (l *Log) Sync() error {
 		return l.fail(fmt.Errorf("sync %s: %w", seg.path(logSuffix), err))
 	}
 	l.dirty = false
-	l.synced.Store(l.next.Load())
+	l.raiseSynced(l.next.Load())
 	l.evict()
 	return nil
+}
+
+// raiseSynced moves SyncedOffset up to n, never down: the writer's Sync
+// and a SyncPoint's MarkSynced may race.
+func (l *Log) raiseSynced(n int64) {
+	for {
+		s := l.synced.Load()
+		if n <= s || l.synced.CompareAndSwap(s, n) {
+			return
+		}
+	}
 }
 
 // roll syncs the active segment and writes its index files, which will

@@ -42,18 +42,34 @@ const evictSlack = 4 << 20
 // the end of the log. Everything readable is durable when it is called
 // (after an fsync), and fadvise never drops dirty pages anyway. Writer
 // only: it reads segment sizes the writer owns.
-func (l *Log) evict() {
+func (l *Log) evict() { l.evictUpTo(nil, 0) }
+
+// evictUpTo is evict with everything after position pos of segment seg
+// (nil: none) not durable yet: never dropped.
+func (l *Log) evictUpTo(seg *segment, pos int64) {
 	keep := l.opts.CacheBytes
 	if keep < 0 {
 		return
 	}
+	limited := seg != nil
 	for i := len(l.segs) - 1; i >= 0; i-- {
 		s := l.segs[i]
 		if keep >= s.readable {
 			keep -= s.readable
+			if s == seg {
+				limited = false
+			}
 			continue
 		}
 		to := s.readable - keep
+		if limited {
+			if s != seg {
+				keep = 0 // past the durable segment: look further back
+				continue
+			}
+			limited = false
+			to = min(to, pos)
+		}
 		keep = 0
 		from := s.evicted.Load()
 		if from >= to {

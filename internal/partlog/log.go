@@ -53,6 +53,9 @@ type Log struct {
 	// gen counts the cuts (Truncate, Reset): a SyncPoint taken before
 	// one no longer says what is durable.
 	gen uint64
+	// syncErr is the first failed fsync of a SyncPoint (another
+	// goroutine's): the writer takes it as its sticky write error.
+	syncErr atomic.Pointer[error]
 
 	// Writer-owned.
 	active *segment // == segs[len(segs)-1]
@@ -184,6 +187,11 @@ func (l *Log) Segments() int {
 func (l *Log) writable() error {
 	if l.closed.Load() {
 		return ErrClosed
+	}
+	if l.werr == nil {
+		if e := l.syncErr.Load(); e != nil {
+			l.werr = *e // a SyncPoint's fsync failed: see SyncPoint.Sync
+		}
 	}
 	return l.werr
 }

@@ -12,7 +12,9 @@ import "fmt"
 // Reset or retention removes meanwhile stays open until the point is
 // synced or released.
 type SyncPoint struct {
+	l    *Log
 	seg  *segment
+	pos  int64  // the segment's readable bytes then
 	next int64  // the log's NextOffset when the point was taken
 	gen  uint64 // the log's cut generation then (see Log.gen)
 }
@@ -39,17 +41,21 @@ func (l *Log) Flush() (p SyncPoint, ok bool, err error) {
 	l.mu.RLock()
 	gen := l.gen
 	l.mu.RUnlock()
-	return SyncPoint{seg: seg, next: l.next.Load(), gen: gen}, true, nil
+	return SyncPoint{l: l, seg: seg, pos: seg.readable, next: l.next.Load(), gen: gen}, true, nil
 }
 
 // Sync fsyncs the point's segment and releases it. Any goroutine, at most
 // once per point; the writer keeps writing meanwhile. After an error the
-// bytes' state on disk is unknown: the log must be closed and reopened
-// (its recovery checks what is there).
+// bytes' state on disk is unknown: the log fails (every write method,
+// Close included, returns the error; an fsync retried after a failure may
+// succeed without the lost pages), and must be reopened, whose recovery
+// checks what is there.
 func (p SyncPoint) Sync() error {
 	defer p.seg.release()
 	if err := p.seg.f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", p.seg.path(logSuffix), err)
+		err = fmt.Errorf("partlog: log %s failed: sync %s: %w", p.l.dir, p.seg.path(logSuffix), err)
+		p.l.syncErr.CompareAndSwap(nil, &err)
+		return err
 	}
 	return nil
 }
@@ -60,8 +66,8 @@ func (p SyncPoint) Release() { p.seg.release() }
 // Next is the offset after the last batch the point covers.
 func (p SyncPoint) Next() int64 { return p.next }
 
-// Segment is the base offset of the point's segment.
-func (p SyncPoint) Segment() int64 { return p.seg.base }
+// SameFile reports whether p and q fsync the same segment file.
+func (p SyncPoint) SameFile(q SyncPoint) bool { return p.seg == q.seg }
 
 // MarkSynced records that p was synced: SyncedOffset moves up to the
 // point's offset, unless the log was cut (Truncate, Reset) after it was
@@ -72,16 +78,15 @@ func (l *Log) MarkSynced(p SyncPoint) {
 	if p.gen != l.gen {
 		return
 	}
-	if n := min(p.next, l.next.Load()); n > l.synced.Load() {
-		l.synced.Store(n)
-	}
+	l.raiseSynced(min(p.next, l.next.Load()))
 }
 
 // Evict drops from the page cache what lies more than CacheBytes behind
-// the durable end of the log (a Sync does it itself). Writer only, after
-// MarkSynced.
-func (l *Log) Evict() {
+// the end of the log, but nothing past p, which was synced (fadvise does
+// not drop dirty pages: the writer would take them for dropped). A Sync
+// does it itself. Writer only.
+func (l *Log) Evict(p SyncPoint) {
 	if l.writable() == nil {
-		l.evict()
+		l.evictUpTo(p.seg, p.pos)
 	}
 }

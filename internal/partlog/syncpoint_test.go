@@ -1,7 +1,10 @@
 package partlog
 
 import (
+	"errors"
 	"testing"
+
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // A SyncPoint taken by the writer is synced on another goroutine while
@@ -37,7 +40,7 @@ func TestSyncPointOffTheWriter(t *testing.T) {
 	if s := f.l.SyncedOffset(); s != 23 {
 		t.Fatalf("synced %d after the point at 23 (next %d)", s, f.l.NextOffset())
 	}
-	f.l.Evict()
+	f.l.Evict(p)
 
 	// A point not synced yet: the writer's own Sync covers it.
 	f.appendBatch(1, 20)
@@ -86,4 +89,29 @@ func TestSyncPointOffTheWriter(t *testing.T) {
 	f.appendMany(10, 20)
 	f.reopen()
 	f.check()
+}
+
+// A SyncPoint whose fsync fails fails the log: the writer's next call
+// and Close return the error instead of trusting a later fsync.
+func TestSyncPointFailureFailsTheLog(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.appendBatch(2, 20)
+	p, ok, err := f.l.Flush()
+	if err != nil || !ok {
+		t.Fatalf("Flush: ok %v, err %v", ok, err)
+	}
+	// A file that can no longer be synced: a descriptor closed under it.
+	if err := p.seg.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(); err == nil {
+		t.Fatal("Sync of a closed file succeeded")
+	}
+	if _, err := f.l.Append(record.AppendBatch(nil, 0, testRecords(1, 10, 0))); err == nil {
+		t.Fatal("Append after a failed fsync succeeded")
+	}
+	if err := f.l.Close(); err == nil || errors.Is(err, ErrClosed) {
+		t.Fatalf("Close after a failed fsync: %v, want the fsync's error", err)
+	}
+	f.l = nil
 }

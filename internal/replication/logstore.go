@@ -350,7 +350,8 @@ func (s *LogStore) nextOffset() int64 {
 }
 
 // Append stores entries from a Ready, cutting a conflicting suffix first.
-// It writes without syncing: call Sync before the Ready's messages go out.
+// It writes without syncing: Flush, then sync, before what waits for them
+// (raft's responses) goes out.
 // It returns where the batches of proposed entries went.
 //
 // The batches are rebased in place, inside the entries' data: raft never
@@ -478,14 +479,6 @@ func (s *LogStore) truncateFrom(idx uint64) error {
 	return nil
 }
 
-// sameVote reports whether hs has the term and vote of the state set
-// last, which the Sync that followed made durable.
-func (s *LogStore) sameVote(hs *pb.HardState) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return hs.GetTerm() == s.st.hard.GetTerm() && hs.GetVote() == s.st.hard.GetVote()
-}
-
 // SetHardState records the HardState of a Ready. A change of term or vote
 // must be durable before messages go out, so it marks the state for the
 // next Sync; the commit index alone is written lazily (a restarted replica
@@ -562,7 +555,9 @@ func (s *LogStore) Applied() uint64 {
 }
 
 // Sync makes everything appended durable: the data log first, then the
-// state if it changed (Flush, then sync, on the caller's goroutine).
+// state if it changed (Flush, then sync, on the caller's goroutine). Not
+// while a replica runs over the store: its syncer orders the state
+// writes, which this one could overtake.
 func (s *LogStore) Sync() error {
 	d, err := s.Flush()
 	if err != nil {

@@ -136,6 +136,7 @@ func (r *Replica) syncCompleted() error {
 		return r.syncErr
 	}
 	jobs := r.sync.completed()
+	var last *syncJob
 	for _, j := range jobs {
 		r.syncing--
 		if j.err != nil {
@@ -147,9 +148,12 @@ func (r *Replica) syncCompleted() error {
 		}
 		r.persisted(j.apps, j.end)
 		r.stepLocal(j.local)
+		if j.d.logOK {
+			last = j
+		}
 	}
-	if len(jobs) > 0 {
-		r.store.log.Evict()
+	if last != nil {
+		r.store.log.Evict(last.d.log)
 	}
 	return nil
 }

@@ -223,7 +223,7 @@ type proposal struct {
 	ack     AckPoint
 	done    func(first int64, err error)
 
-	// Set when its entry is persisted locally.
+	// Set when its entry is written to the log (appended).
 	index uint64
 	first int64
 
@@ -237,7 +237,7 @@ type proposal struct {
 type pendingEntry struct {
 	id    uint64
 	props []*proposal
-	index uint64 // 0 until persisted
+	index uint64 // 0 until written to the log
 	acked bool   // AckPersisted proposals answered
 
 	// Stage times (monotonic ns), for Config.Stages: the oldest
@@ -282,7 +282,7 @@ type Replica struct {
 	// Owned by the loop goroutine.
 	nextID  uint64
 	pending map[uint64]*pendingEntry // by proposal id
-	byIndex map[uint64]*pendingEntry // persisted, not yet committed
+	byIndex map[uint64]*pendingEntry // written to the log, not yet committed
 	// held are proposals raft refused for flow control (too much
 	// uncommitted); they go in before any new one.
 	held []*proposal
@@ -677,7 +677,9 @@ func (r *Replica) Progress() (lag map[uint64]uint64, ok bool) {
 		}
 		lag = make(map[uint64]uint64, len(st.Progress))
 		for id, pr := range st.Progress {
-			if pr.Match < last {
+			// The leader's own match waits for its fsync in flight: its
+			// log is the reference, never behind.
+			if pr.Match < last && id != r.cfg.NodeID {
 				lag[id] = last - pr.Match
 			} else {
 				lag[id] = 0

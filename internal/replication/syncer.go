@@ -44,10 +44,9 @@ type syncer struct {
 	self  uint64 // this replica's node
 	send  func(msgs []*pb.Message)
 
-	mu     sync.Mutex
-	todo   []*syncJob // queued by the loop
-	done   []*syncJob // completed, for the loop
-	failed bool       // an fsync failed: nothing more is synced or sent
+	mu   sync.Mutex
+	todo []*syncJob // queued by the loop
+	done []*syncJob // completed, for the loop
 
 	wake   chan struct{} // cap 1: todo grew
 	notify chan struct{} // cap 1: done grew
@@ -85,8 +84,9 @@ func (s *syncer) completed() []*syncJob {
 	return done
 }
 
-// close stops the syncer after the fsync in progress; jobs not started
-// are dropped (as a crash would drop them: nothing was acknowledged).
+// close stops the syncer once the jobs queued so far are synced (the
+// loop has stopped: no more come); jobs left are dropped, as a crash
+// would drop them (nothing was acknowledged).
 func (s *syncer) close() {
 	close(s.stop)
 	<-s.exited
@@ -142,9 +142,6 @@ func (s *syncer) run() {
 			}
 			s.mu.Lock()
 			s.done = append(s.done, jobs...)
-			if err != nil {
-				s.failed = true
-			}
 			s.mu.Unlock()
 			select {
 			case s.notify <- struct{}{}:
@@ -169,7 +166,7 @@ func (s *syncer) syncAll(jobs []*syncJob) error {
 		case !j.d.logOK:
 		case !last.logOK:
 			last.log, last.logOK = j.d.log, true
-		case last.log.Segment() == j.d.log.Segment():
+		case last.log.SameFile(j.d.log):
 			last.log.Release()
 			last.log = j.d.log
 		default:
