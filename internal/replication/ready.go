@@ -124,6 +124,24 @@ func (r *Replica) storageAppend(rd raft.Ready, m *pb.Message) error {
 		j.records += int(a.Next - a.First)
 	}
 	r.syncing++
+	if r.alone.Load() && r.syncing == 1 {
+		// A group of one fsyncs on its loop. Nobody answers it, so the
+		// loop would only take proposals meanwhile, which must wait for
+		// the next fsync anyway; taken after this one they make one
+		// entry instead of one each (on one node the syncer cost 10%
+		// more CPU for no lower latency: docs/BENCHMARKS.md).
+		start := time.Now()
+		j.err = r.store.sync(d)
+		j.took, j.end = time.Since(start), nanotime()
+		var peers []*pb.Message
+		if j.err == nil {
+			j.local, peers = splitResponses(j.resps, r.cfg.NodeID)
+		}
+		if len(peers) > 0 { // to nodes no longer voters
+			r.tr.Send(r.cfg.Group, peers)
+		}
+		return r.complete([]*syncJob{j})
+	}
 	r.sync.push(j)
 	return nil
 }
@@ -135,7 +153,11 @@ func (r *Replica) syncCompleted() error {
 	if r.syncErr != nil {
 		return r.syncErr
 	}
-	jobs := r.sync.completed()
+	return r.complete(r.sync.completed())
+}
+
+// complete takes synced jobs back, in order (syncCompleted).
+func (r *Replica) complete(jobs []*syncJob) error {
 	var last *syncJob
 	for _, j := range jobs {
 		r.syncing--

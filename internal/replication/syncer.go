@@ -129,13 +129,9 @@ func (s *syncer) run() {
 				if err != nil {
 					continue
 				}
-				for _, m := range j.resps {
-					if m.GetTo() == s.self {
-						j.local = append(j.local, m)
-					} else {
-						peers = append(peers, m)
-					}
-				}
+				var to []*pb.Message
+				j.local, to = splitResponses(j.resps, s.self)
+				peers = append(peers, to...)
 			}
 			if len(peers) > 0 {
 				s.send(peers)
@@ -153,6 +149,19 @@ func (s *syncer) run() {
 			}
 		}
 	}
+}
+
+// splitResponses splits raft's responses into those to this replica
+// (self) and those to its peers, each in order.
+func splitResponses(resps []*pb.Message, self uint64) (local, peers []*pb.Message) {
+	for _, m := range resps {
+		if m.GetTo() == self {
+			local = append(local, m)
+		} else {
+			peers = append(peers, m)
+		}
+	}
+	return local, peers
 }
 
 // syncAll makes every job durable, in order, with as few fsyncs as it
