@@ -342,7 +342,13 @@ func batchCredit(b *hermesv1.RecordBatch) int64 { return int64(len(b.GetData()))
 // record the credit bytes it took: recordCredit, or its share of its
 // packed batch's batchCredit (the shares of a batch add up to it).
 func (c *Consumer) decode(d *hermesv1.Deliveries) ([]queued, error) {
-	var out []queued
+	n := len(d.GetRecords())
+	for _, b := range d.GetBatches() {
+		if h, err := record.ParseHeader(b.GetData()); err == nil {
+			n += int(h.RecordCount) // a bad batch fails below
+		}
+	}
+	out := make([]queued, 0, n)
 	if rs := d.GetRecords(); len(rs) > 0 {
 		ms := make([]Message, len(rs))
 		for i, r := range rs {

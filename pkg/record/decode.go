@@ -86,27 +86,60 @@ func walk(h BatchHeader, recs []byte) (st Stats, nHeaders, keyBytes int, err err
 
 // DecodeValidBatch is ValidateBatch and DecodeRecords in one: it checks
 // the batch at the start of b as ValidateBatch does (the CRC included)
-// and appends its records to dst, reading the records twice instead of
-// three times. Ownership of the records' slices: as DecodeRecords. On an
-// error nothing is appended.
+// and appends its records to dst, reading the records once (twice when
+// some have headers: the second pass puts them all in one allocation).
+// Ownership of the records' slices: as DecodeRecords. On an error nothing
+// is appended.
 func DecodeValidBatch(dst []Record, b []byte) ([]Record, BatchHeader, error) {
 	h, err := ParseBatch(b)
 	if err != nil {
 		return dst, h, err
 	}
 	recs := b[BatchHeaderSize:h.Size()]
-	_, nHeaders, keyBytes, err := walk(h, recs)
-	if err != nil {
-		return dst, h, err
-	}
 	n := len(dst)
 	dst = slices.Grow(dst, int(h.RecordCount))
-	err = decodeRecords(h, recs, nHeaders, keyBytes, func(r Record) bool {
-		dst = append(dst, r)
-		return true
-	})
-	if err != nil {
+	fail := func(err error) ([]Record, BatchHeader, error) {
+		clear(dst[n:])
 		return dst[:n], h, err
+	}
+	c := cursor{b: recs}
+	var r rawRecord
+	maxTS := h.FirstTimestamp
+	nHeaders, keyBytes := 0, 0
+	for i := 0; i < int(h.RecordCount); i++ {
+		c.record(i, &r)
+		if c.err != nil {
+			return fail(c.err)
+		}
+		if i == 0 && r.tsDelta != 0 {
+			return fail(fmt.Errorf("%w: record 0: timestamp delta %d, want 0", ErrCorrupt, r.tsDelta))
+		}
+		ts := h.FirstTimestamp + r.tsDelta
+		maxTS = max(maxTS, ts)
+		dst = append(dst, Record{Offset: h.BaseOffset + int64(i), Timestamp: ts, Key: r.key, Payload: r.payload})
+		copy(dst[len(dst)-1].MessageID[:], r.id)
+		nHeaders += r.nHeaders
+		keyBytes += r.keyBytes
+	}
+	if c.left() != 0 {
+		return fail(fmt.Errorf("%w: %d bytes after the last of %d records", ErrCorrupt, c.left(), h.RecordCount))
+	}
+	if maxTS != h.MaxTimestamp {
+		return fail(fmt.Errorf("%w: max timestamp %d, records' newest is %d", ErrCorrupt, h.MaxTimestamp, maxTS))
+	}
+	if nHeaders > 0 {
+		hs := make([]Header, 0, nHeaders)
+		var keys strings.Builder
+		keys.Grow(keyBytes)
+		c = cursor{b: recs}
+		for i := 0; i < int(h.RecordCount); i++ {
+			c.record(i, &r) // checked above
+			if r.nHeaders > 0 {
+				start := len(hs)
+				hs = appendHeaders(hs, r.headers, r.nHeaders, &keys)
+				dst[n+i].Headers = hs[start:len(hs):len(hs)]
+			}
+		}
 	}
 	return dst, h, nil
 }
