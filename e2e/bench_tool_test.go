@@ -98,6 +98,24 @@ func TestBenchScenarios(t *testing.T) {
 	}
 }
 
+// TestBenchDiskGroup reads the disk scenario's backlog with a consumer
+// group of four members on four partitions: every record arrives (a
+// rebalance while they join may deliver some twice: at least once).
+func TestBenchDiskGroup(t *testing.T) {
+	n := testcluster.StartNode(t)
+	c := benchConfig(n, bench.ScenarioDisk)
+	c.Partitions, c.DiskMembers = 4, 4
+	rep := runBench(t, c)
+	checkClean(t, rep, true)
+	started := false
+	for _, e := range rep.Events {
+		started = started || e.What == "disk-group-started" && strings.HasPrefix(e.Detail, "4 members")
+	}
+	if !started {
+		t.Errorf("events: %+v", rep.Events)
+	}
+}
+
 // TestBenchProtocols runs the live scenario over each other protocol: the
 // SDK Producer stream, an open-loop rate, and REST and GraphQL when the
 // node serves them.

@@ -113,6 +113,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	b.tls.registerTLS(f)
 	f.BoolVar(&b.cfg.NoLeaderRouting, "no-leader-routing", false, "Hermes: publishers stay on the nodes they dial, which relay to the partitions' leaders")
 	f.StringVar(&b.cfg.LiveGroup, "live-group", "", "live scenario: the subscriber is a member of this consumer group (default: a plain subscriber)")
+	f.IntVar(&b.cfg.DiskMembers, "disk-members", 1, "disk scenario: read the backlog with a consumer group of this many members (default: one plain subscriber)")
 	f.StringVar(&b.pids, "broker-pids", "", "comma-separated PIDs of broker processes whose CPU to report")
 	f.StringVar(&b.cfg.Topic, "topic", "", "topic name prefix (default bench-<scenario>-<time>)")
 	f.BoolVar(&b.cfg.KeepTopics, "keep-topics", false, "do not delete the run's topics at the end")

@@ -177,6 +177,7 @@ func TestConfigValidate(t *testing.T) {
 		"protocol":    func(c *Config) { c.Target, c.Protocol = "kafka", ProtoREST },
 		"misroute":    func(c *Config) { c.Hooks.MisrouteEveryNth = 3 },
 		"no length":   func(c *Config) { c.Duration, c.Count = 0, 0 },
+		"members":     func(c *Config) { c.DiskMembers = 4 }, // the live scenario has no backlog reader
 	} {
 		c := Defaults()
 		mut(&c)

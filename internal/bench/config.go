@@ -91,6 +91,10 @@ type Config struct {
 	// consumer group (on a cluster: relayed to the group's coordinator
 	// unless it is the node subscribed to).
 	LiveGroup string `json:"live_group"`
+	// DiskMembers > 1 makes the disk scenario's reader a consumer group
+	// of that many members (joined together), each from the beginning,
+	// instead of one plain subscriber.
+	DiskMembers int `json:"disk_members,omitempty"`
 	// LatencyDist prints the end-to-end latency distribution.
 	LatencyDist bool  `json:"latency_dist,omitempty"`
 	BrokerPIDs  []int `json:"broker_pids"`
@@ -159,6 +163,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("-kill-leader-after needs -kill-cmd")
 	case c.Hooks.MisrouteEveryNth > 0 && c.Scenario != ScenarioIsolation:
 		return fmt.Errorf("misrouting is planted only in the isolation scenario")
+	case c.DiskMembers < 0 || c.DiskMembers > 1 && c.Scenario != ScenarioDisk:
+		return fmt.Errorf("-disk-members %d: a count of group members for the disk scenario", c.DiskMembers)
 	}
 	if (c.Target == "relay" || c.Target == "nats-core") && c.Scenario != ScenarioLive {
 		return fmt.Errorf("-target %s keeps nothing: it runs the live scenario only", c.Target)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -261,6 +262,38 @@ type drainResult struct {
 	duration time.Duration
 }
 
+// subscribeDisk starts the disk scenario's reader: one subscriber, or
+// DiskMembers members of one group, joining together.
+func (r *run) subscribeDisk(ctx context.Context) {
+	if r.cfg.DiskMembers <= 1 {
+		if _, err := r.subscribe(ctx, "disk", 0, SubOptions{FromBeginning: true}, 0); err != nil {
+			r.errs.add("subscribe:"+errorKind(r.t, err), err)
+			r.event("subscriber-failed", err.Error())
+		} else {
+			r.event("disk-subscriber-started", "reads every record from the beginning")
+		}
+		return
+	}
+	group := r.topics[0] + "-disk"
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range r.cfg.DiskMembers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := r.subscribe(ctx, fmt.Sprint("disk-", i), 0, SubOptions{Group: group, FromBeginning: true}, 0); err != nil {
+				failed.Add(1)
+				r.errs.add("subscribe:"+errorKind(r.t, err), err)
+				r.event("subscriber-failed", err.Error())
+			}
+		}()
+	}
+	wg.Wait()
+	if n := r.cfg.DiskMembers - int(failed.Load()); n > 0 {
+		r.event("disk-group-started", fmt.Sprintf("%d members of group %s read every record from the beginning", n, group))
+	}
+}
+
 // drain waits (after the mid-run steps) until every acknowledged record
 // was received, DrainTimeout passed, or nothing arrived for DrainIdle.
 func (sc *scenario) drain(ctx context.Context, r *run) drainResult {
@@ -270,12 +303,7 @@ func (sc *scenario) drain(ctx context.Context, r *run) drainResult {
 	<-sc.phaseDone
 	if r.cfg.Scenario == ScenarioDisk {
 		sc.diskStart = time.Now()
-		if _, err := r.subscribe(ctx, "disk", 0, SubOptions{FromBeginning: true}, 0); err != nil {
-			r.errs.add("subscribe:"+errorKind(r.t, err), err)
-			r.event("subscriber-failed", err.Error())
-		} else {
-			r.event("disk-subscriber-started", "reads every record from the beginning")
-		}
+		r.subscribeDisk(ctx)
 	}
 	deadline := r.pubEnd.Add(r.cfg.DrainTimeout)
 	idleFrom := time.Now()
