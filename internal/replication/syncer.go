@@ -44,8 +44,12 @@ type syncer struct {
 	self  uint64 // this replica's node
 	send  func(msgs []*pb.Message)
 
-	mu   sync.Mutex
-	todo []*syncJob // queued by the loop
+	mu sync.Mutex
+	// todo is queued by the loop. Its bound is raft's: a leader holds at
+	// most maxUncommittedBytes of entries not committed, a follower gets at
+	// most maxInflightMsgs appends not acknowledged, and an entry is
+	// acknowledged only after its job.
+	todo []*syncJob
 	done []*syncJob // completed, for the loop
 
 	wake   chan struct{} // cap 1: todo grew

@@ -102,6 +102,9 @@ func DecodeValidBatch(dst []Record, b []byte) ([]Record, BatchHeader, error) {
 		clear(dst[n:])
 		return dst[:n], h, err
 	}
+	// walk's checks, made here in the same pass that decodes: walk with a
+	// callback per record cost 10-25% more per record on a backlog read
+	// (BenchmarkConsumerDecode). FuzzValidateBatch holds the two together.
 	c := cursor{b: recs}
 	var r rawRecord
 	maxTS := h.FirstTimestamp
