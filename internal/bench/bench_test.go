@@ -190,11 +190,11 @@ func TestConfigValidate(t *testing.T) {
 // holdingPublisher answers nothing until released; it counts what it holds.
 type holdingPublisher struct {
 	mu      chan struct{} // a one-token lock
-	held    []func(error)
+	held    []Done
 	maxHeld int
 }
 
-func (p *holdingPublisher) Publish(_ context.Context, _ [16]byte, _ []byte, done func(error)) {
+func (p *holdingPublisher) Publish(_ context.Context, _ [16]byte, _ []byte, done Done) {
 	p.mu <- struct{}{}
 	p.held = append(p.held, done)
 	p.maxHeld = max(p.maxHeld, len(p.held))
@@ -207,7 +207,7 @@ func (p *holdingPublisher) release() int {
 	p.held = nil
 	<-p.mu
 	for _, done := range held {
-		done(nil)
+		done(nil, time.Time{})
 	}
 	return len(held)
 }

@@ -228,10 +228,10 @@ type unaryPublisher struct {
 	msg   [1]*client.Message
 }
 
-func (p *unaryPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
+func (p *unaryPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done Done) {
 	p.msg[0] = &client.Message{ID: id, Payload: payload}
 	_, err := p.c.Publish(ctx, p.topic, p.msg[:], p.opts...)
-	done(err)
+	done(err, time.Time{})
 }
 
 func (p *unaryPublisher) Close(context.Context) error { return nil }
@@ -247,7 +247,7 @@ type streamPublisher struct {
 
 type pendingFuture struct {
 	f    *client.Future
-	done func(error)
+	done Done
 }
 
 // maxPendingFutures bounds the futures queued for the waiter; the
@@ -262,14 +262,22 @@ func newStreamPublisher(p *client.Producer) *streamPublisher {
 
 func (sp *streamPublisher) wait() {
 	defer close(sp.waited)
+	var c answerClock
 	for pf := range sp.pending {
-		<-pf.f.Done()
+		var at time.Time
+		select {
+		case <-pf.f.Done():
+			at = c.ready()
+		default:
+			<-pf.f.Done()
+			at = c.waited()
+		}
 		_, err := pf.f.Result()
-		pf.done(err)
+		pf.done(err, at)
 	}
 }
 
-func (sp *streamPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
+func (sp *streamPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done Done) {
 	f := sp.p.Publish(ctx, &client.Message{ID: id, Payload: payload})
 	sp.pending <- pendingFuture{f, done}
 }
@@ -293,6 +301,8 @@ type hermesSub struct {
 	cs    *client.Consumer
 	group bool
 	buf   []*client.Message
+	at    time.Time // when Poll returned buf
+	d     Delivery  // handed out by Next, reused
 
 	mu   sync.Mutex
 	last map[int32]*client.Message // group: the newest durable record handed out, per partition
@@ -304,7 +314,7 @@ func (s *hermesSub) Next(ctx context.Context) (*Delivery, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.buf = ms
+		s.buf, s.at = ms, time.Now()
 	}
 	m := s.buf[0]
 	s.buf[0] = nil
@@ -317,7 +327,8 @@ func (s *hermesSub) Next(ctx context.Context) (*Delivery, error) {
 		s.last[m.Partition] = m
 		s.mu.Unlock()
 	}
-	return &Delivery{ID: m.ID, HasID: true, Partition: m.Partition, Offset: m.Offset, Payload: m.Payload}, nil
+	s.d = Delivery{ID: m.ID, HasID: true, Partition: m.Partition, Offset: m.Offset, Payload: m.Payload, At: s.at}
+	return &s.d, nil
 }
 
 // Commit commits what Next handed out (not what Poll took and Next has

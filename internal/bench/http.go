@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -139,8 +140,8 @@ type gqlBody struct {
 	} `json:"variables"`
 }
 
-func (p *httpPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
-	done(p.publish(ctx, id, payload))
+func (p *httpPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done Done) {
+	done(p.publish(ctx, id, payload), time.Time{})
 }
 
 func (p *httpPublisher) publish(ctx context.Context, id [16]byte, payload []byte) error {

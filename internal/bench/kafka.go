@@ -103,13 +103,13 @@ type kafkaPublisher struct {
 	sync bool
 }
 
-func (p *kafkaPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
+func (p *kafkaPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done Done) {
 	rec := &kgo.Record{Value: payload}
 	if p.sync {
-		done(p.cl.ProduceSync(ctx, rec).FirstErr())
+		done(p.cl.ProduceSync(ctx, rec).FirstErr(), time.Time{})
 		return
 	}
-	p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done(err) })
+	p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done(err, time.Time{}) })
 }
 
 func (p *kafkaPublisher) Close(ctx context.Context) error {
@@ -185,6 +185,8 @@ type kafkaSub struct {
 	cl    *kgo.Client
 	group bool
 	buf   []*kgo.Record
+	at    time.Time // when PollFetches returned what buf holds
+	d     Delivery  // handed out by Next, reused
 	// last is the newest record Next returned per partition: what Commit
 	// commits. Lock: only the consume goroutine calls Next; Commit runs
 	// from the commit loop, hence mu.
@@ -202,6 +204,7 @@ func (s *kafkaSub) Next(ctx context.Context) (*Delivery, error) {
 			return nil, err
 		}
 		fs.EachRecord(func(r *kgo.Record) { s.buf = append(s.buf, r) })
+		s.at = time.Now()
 	}
 	r := s.buf[0]
 	s.buf[0] = nil
@@ -211,7 +214,8 @@ func (s *kafkaSub) Next(ctx context.Context) (*Delivery, error) {
 		s.last[r.Partition] = r
 		s.mu.Unlock()
 	}
-	return &Delivery{Partition: r.Partition, Offset: r.Offset, Payload: r.Value}, nil
+	s.d = Delivery{Partition: r.Partition, Offset: r.Offset, Payload: r.Value, At: s.at}
+	return &s.d, nil
 }
 
 func (s *kafkaSub) Commit(ctx context.Context) error {

@@ -116,27 +116,37 @@ type natsPublisher struct {
 
 type natsPending struct {
 	f    jetstream.PubAckFuture
-	done func(error)
+	done Done
 }
 
 func (p *natsPublisher) wait() {
 	defer close(p.waited)
+	var c answerClock
 	for pf := range p.pending {
+		var err error
+		var at time.Time
 		select {
 		case <-pf.f.Ok():
-			pf.done(nil)
-		case err := <-pf.f.Err():
-			pf.done(err)
+			at = c.ready()
+		case err = <-pf.f.Err():
+			at = c.ready()
+		default:
+			select {
+			case <-pf.f.Ok():
+			case err = <-pf.f.Err():
+			}
+			at = c.waited()
 		}
+		pf.done(err, at)
 	}
 }
 
-func (p *natsPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
+func (p *natsPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done Done) {
 	msg := &nats.Msg{Subject: p.subject, Data: payload}
 	msgID := jetstream.WithMsgID(uuid.UUID(id).String())
 	if p.sync {
 		_, err := p.js.PublishMsg(ctx, msg, msgID)
-		done(err)
+		done(err, time.Time{})
 		return
 	}
 	for {
@@ -145,7 +155,7 @@ func (p *natsPublisher) Publish(ctx context.Context, id [16]byte, payload []byte
 			continue // the pending bound: wait for acks, as a blocked producer would
 		}
 		if err != nil {
-			done(err)
+			done(err, time.Time{})
 			return
 		}
 		p.pending <- natsPending{f, done}

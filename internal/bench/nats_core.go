@@ -55,12 +55,12 @@ type natsCorePublisher struct {
 	flush   bool
 }
 
-func (p *natsCorePublisher) Publish(ctx context.Context, _ [16]byte, payload []byte, done func(error)) {
+func (p *natsCorePublisher) Publish(ctx context.Context, _ [16]byte, payload []byte, done Done) {
 	err := p.nc.Publish(p.subject, payload)
 	if err == nil && p.flush {
 		err = p.nc.FlushTimeout(closeTimeout)
 	}
-	done(err)
+	done(err, time.Time{})
 }
 
 func (p *natsCorePublisher) Close(ctx context.Context) error {

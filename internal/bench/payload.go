@@ -88,11 +88,14 @@ func encodePayload(buf []byte, size int, h header) []byte {
 	return buf
 }
 
+// zeroCRC is the checksum field read as zero (a local array would escape
+// to the heap through crc32.Update: an allocation per record).
+var zeroCRC [4]byte
+
 // checksum is the CRC32C of p with its checksum field read as zero.
 func checksum(p []byte) uint32 {
-	var zero [4]byte
 	c := crc32.Update(0, crcTable, p[:crcOffset])
-	c = crc32.Update(c, crcTable, zero[:])
+	c = crc32.Update(c, crcTable, zeroCRC[:])
 	return crc32.Update(c, crcTable, p[crcOffset+4:])
 }
 

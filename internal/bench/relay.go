@@ -235,7 +235,7 @@ func (r *relayTarget) NewPublisher(ctx context.Context, _ string, _ int, proto s
 	if err != nil {
 		return nil, err
 	}
-	p := &relayPublisher{nc: nc, sync: proto == ProtoGRPC, dones: make(chan func(error), 1<<16), stopped: make(chan struct{})}
+	p := &relayPublisher{nc: nc, sync: proto == ProtoGRPC, dones: make(chan Done, 1<<16), stopped: make(chan struct{})}
 	go p.readAcks()
 	return p, nil
 }
@@ -245,7 +245,7 @@ type relayPublisher struct {
 	nc      net.Conn
 	sync    bool
 	buf     []byte
-	dones   chan func(error)
+	dones   chan Done
 	stopped chan struct{}
 }
 
@@ -255,17 +255,17 @@ func (p *relayPublisher) readAcks() {
 	var hdr [4]byte
 	for done := range p.dones {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			done(err)
+			done(err, time.Time{})
 			for d := range p.dones {
-				d(err)
+				d(err, time.Time{})
 			}
 			return
 		}
-		done(nil)
+		done(nil, time.Time{})
 	}
 }
 
-func (p *relayPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
+func (p *relayPublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done Done) {
 	p.buf = binary.LittleEndian.AppendUint32(p.buf[:0], uint32(16+len(payload)))
 	p.buf = append(append(p.buf, id[:]...), payload...)
 	if !p.sync {
@@ -276,11 +276,11 @@ func (p *relayPublisher) Publish(ctx context.Context, id [16]byte, payload []byt
 		return
 	}
 	ch := make(chan error, 1)
-	p.dones <- func(err error) { ch <- err }
+	p.dones <- func(err error, _ time.Time) { ch <- err }
 	if _, err := p.nc.Write(p.buf); err != nil {
 		p.nc.Close()
 	}
-	done(<-ch)
+	done(<-ch, time.Time{})
 }
 
 func (p *relayPublisher) Close(ctx context.Context) error {

@@ -87,7 +87,10 @@ func (r *run) consume(ctx context.Context, s *subscriber) {
 			s.dropped.Add(1)
 			continue
 		}
-		now := time.Now()
+		now := d.At
+		if now.IsZero() {
+			now = time.Now()
+		}
 		at, first := r.v.Deliver(s.topic, d)
 		if first {
 			r.e2e.Record(since(at, now))

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 )
 
 // A Target is one broker (or cluster) the tool runs a workload against:
@@ -45,11 +46,16 @@ type Publisher interface {
 	// block: a synchronous publisher waits for the answer, an asynchronous
 	// one when its buffer is full. ctx bounds the call and its retries.
 	// REQUIRES: payload is not modified until done was called.
-	Publish(ctx context.Context, id [16]byte, payload []byte, done func(error))
+	Publish(ctx context.Context, id [16]byte, payload []byte, done Done)
 	// Close sends what is buffered and waits (bounded by ctx) until every
 	// done was called.
 	Close(ctx context.Context) error
 }
+
+// Done is called once with a publish's answer: err nil when the broker
+// acknowledged the record. at is when the answer was seen, or zero when
+// the publisher read no clock for it (the caller then reads it).
+type Done func(err error, at time.Time)
 
 // SubOptions say how to subscribe.
 type SubOptions struct {
@@ -68,6 +74,7 @@ type SubOptions struct {
 // application with auto-commit would.
 type Subscription interface {
 	// Next returns the next record, waiting until one arrives or ctx ends.
+	// The Delivery is valid until the next call (it may be reused).
 	Next(ctx context.Context) (*Delivery, error)
 	// Commit commits, for a group, every record Next returned.
 	Commit(ctx context.Context) error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hermes-mq/hermes/pkg/record"
 	"github.com/hermes-mq/hermes/pkg/wire"
@@ -85,16 +86,16 @@ func newWirePublisher(ctx context.Context, c *wire.Client, topic string, mode ui
 	return &wirePublisher{c: c, topic: t.ID, mode: mode}, nil
 }
 
-func (p *wirePublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done func(error)) {
+func (p *wirePublisher) Publish(ctx context.Context, id [16]byte, payload []byte, done Done) {
 	p.rec[0] = record.Record{MessageID: id, Payload: payload}
 	p.pending.Add(1)
 	// The frame is encoded before PublishAsync returns: rec may be reused.
 	err := p.c.PublishAsync(ctx, p.topic, -1, p.mode, p.rec[:], func(_ wire.Ack, err error) {
-		done(err)
+		done(err, time.Time{})
 		p.pending.Done()
 	})
 	if err != nil {
-		done(err)
+		done(err, time.Time{})
 		p.pending.Done()
 	}
 }
@@ -144,6 +145,8 @@ type wireSub struct {
 	s      *wire.Subscription
 	queue  []record.Record
 	part   int32
+	at     time.Time // when the delivery in queue was taken
+	d      Delivery  // handed out by Next, reused
 	missed int64
 	mu     sync.Mutex
 	next   map[int32]int64 // per partition, the offset after the last record handed out
@@ -158,7 +161,7 @@ func (w *wireSub) Next(ctx context.Context) (*Delivery, error) {
 		w.mu.Lock()
 		w.missed += d.Missed
 		w.mu.Unlock()
-		w.queue, w.part = d.Records, d.Partition
+		w.queue, w.part, w.at = d.Records, d.Partition, time.Now()
 	}
 	r := w.queue[0]
 	w.queue = w.queue[1:]
@@ -167,7 +170,8 @@ func (w *wireSub) Next(ctx context.Context) (*Delivery, error) {
 		w.next[w.part] = r.Offset + 1
 		w.mu.Unlock()
 	}
-	return &Delivery{ID: r.MessageID, HasID: true, Partition: w.part, Offset: r.Offset, Payload: r.Payload}, nil
+	w.d = Delivery{ID: r.MessageID, HasID: true, Partition: w.part, Offset: r.Offset, Payload: r.Payload, At: w.at}
+	return &w.d, nil
 }
 
 func (w *wireSub) Commit(ctx context.Context) error {

@@ -111,7 +111,9 @@ func newAccumulator(n int32, fixed int32, maxBytes int64, maxRecords int, linger
 // A batch that cannot take cost more bytes is sealed first (a record larger
 // than maxBytes travels alone); a batch reaching maxBytes or maxRecords is
 // sealed right after. It returns the batch m joined, m's index in it, and
-// whether that batch is new (so the caller can track it).
+// whether that batch is new (so the caller can track it). now is the
+// time of the call, or zero when the caller did not need the clock: it is
+// then read here if a batch with a linger opens.
 func (a *accumulator) add(m *Message, cost int64, now time.Time) (b *batch, idx int, isNew bool) {
 	p := a.part.pick(m.Key)
 	b = a.open[p]
@@ -122,7 +124,13 @@ func (a *accumulator) add(m *Message, cost int64, now time.Time) (b *batch, idx 
 	}
 	if b == nil {
 		a.nextSeq++
-		b = &batch{seq: a.nextSeq, partition: p, deadline: now.Add(a.linger), done: make(chan struct{})}
+		b = &batch{seq: a.nextSeq, partition: p, done: make(chan struct{})}
+		if a.linger > 0 {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			b.deadline = now.Add(a.linger)
+		} // else the zero deadline: sealed at the sender's next look (expire)
 		a.open[p] = b
 		isNew = true
 	}

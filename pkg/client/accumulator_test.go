@@ -107,6 +107,29 @@ func TestLingerExpiry(t *testing.T) {
 	}
 }
 
+// A caller that needed no clock (zero now) gets a batch sealed at the
+// sender's next look with linger 0, and a deadline from the clock with a
+// linger.
+func TestLingerWithoutTheCallersClock(t *testing.T) {
+	a := newAccumulator(1, -1, 1<<20, 100, 0)
+	b, _, _ := a.add(msg("", 1), 50, time.Time{})
+	if !b.deadline.IsZero() {
+		t.Fatalf("linger 0: deadline %v", b.deadline)
+	}
+	if next := a.expire(time.Now()); !next.IsZero() || a.ready.len() != 1 {
+		t.Fatalf("linger 0: not sealed at the first look (ready %d, next %v)", a.ready.len(), next)
+	}
+	a = newAccumulator(1, -1, 1<<20, 100, time.Hour)
+	before := time.Now()
+	b, _, _ = a.add(msg("", 1), 50, time.Time{})
+	if b.deadline.Before(before.Add(time.Hour)) || b.deadline.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("linger 1h: deadline %v, want an hour after %v", b.deadline, before)
+	}
+	if a.expire(time.Now()); a.pending() {
+		t.Fatal("linger 1h: sealed at once")
+	}
+}
+
 // TestRetryQueueFirst: batches waiting for a retry go before new ones.
 func TestRetryQueueFirst(t *testing.T) {
 	a := newAccumulator(1, -1, 1<<20, 1, time.Hour)

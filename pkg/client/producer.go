@@ -8,8 +8,16 @@ import (
 )
 
 // Defaults of the producer options.
+//
+// DefaultLinger is 0: a batch is sent as soon as the sender is free, and
+// records published meanwhile (while up to DefaultMaxInFlight batches
+// are unanswered) gather into the next one, so batches grow with the
+// load and no record waits on a timer. A linger only delays: measured
+// with one producer keeping 1,024 records in flight, 100-byte records
+// went at 0.40 M/s with a 1 ms linger and 0.69–0.77 M/s without; eight
+// producers of 1 KB records went at the same rate either way.
 const (
-	DefaultLinger           = time.Millisecond
+	DefaultLinger           = time.Duration(0)
 	DefaultMaxBatchBytes    = 256 << 10
 	DefaultMaxBatchRecords  = 10000
 	DefaultMaxBufferedBytes = 32 << 20
@@ -109,6 +117,7 @@ type Producer struct {
 	senderDone chan struct{}
 	receivers  sync.WaitGroup // one goroutine per stream
 	enc        encoder        // owned by the sender goroutine
+	spanless   spanless       // the last Publish context without a span
 }
 
 // NewProducer returns a Producer for topic. It asks the broker for the
@@ -167,7 +176,14 @@ func (c *Client) NewProducer(ctx context.Context, topic string, opts ...Producer
 // The Future fails at once with ErrMessageTooLarge when m exceeds the
 // topic's max message bytes or the buffer bound, ErrClosed after Close.
 func (p *Producer) Publish(ctx context.Context, m *Message) *Future {
-	now := time.Now()
+	// The clock is read only when something needs it: a record without
+	// an id, or a batch opened with a linger (accumulator.add). A
+	// caller's ids and linger 0 spare it (about 50 ns a record on a
+	// virtual machine's clock).
+	var now time.Time
+	if m.ID.IsZero() {
+		now = time.Now()
+	}
 	m, cost, refused := p.admit(ctx, m, now)
 	if refused != nil {
 		return refused
@@ -225,7 +241,8 @@ func (p *Producer) PublishBatch(ctx context.Context, msgs []*Message) []*Future 
 // buffered bytes; or the failed Future of a record too large.
 func (p *Producer) admit(ctx context.Context, m *Message, now time.Time) (*Message, int64, *Future) {
 	ensureID(m, now)
-	m = withTrace(ctx, m)
+	h, ok := p.spanless.traceOf(ctx)
+	m = withTrace(h, ok, m)
 	sz := m.size()
 	cost := int64(sz + recordOverhead)
 	if (p.maxMsg > 0 && sz > p.maxMsg) || cost > p.cfg.maxBuffered {

@@ -26,7 +26,7 @@ func spanCtx(t *testing.T) (context.Context, trace.SpanContext) {
 func TestTraceContextRoundTrip(t *testing.T) {
 	ctx, sc := spanCtx(t)
 	m := &Message{Payload: []byte("p"), Headers: []Header{{Key: "k", Value: []byte("v")}}}
-	sent := withTrace(ctx, m)
+	sent := tracedCopy(ctx, m)
 	if sent == m || len(m.Headers) != 1 {
 		t.Fatalf("withTrace changed the caller's message: %+v", m.Headers)
 	}
@@ -40,10 +40,10 @@ func TestTraceContextRoundTrip(t *testing.T) {
 	if got.TraceID() != sc.TraceID() || got.SpanID() != sc.SpanID() || !got.IsSampled() || !got.IsRemote() || got.TraceState().Get("vendor") != "v" {
 		t.Errorf("MessageContext: %v, want %v", got, sc)
 	}
-	if again := withTrace(ctx, sent); again != sent {
+	if again := tracedCopy(ctx, sent); again != sent {
 		t.Error("a message with a traceparent got another")
 	}
-	if withTrace(context.Background(), m) != m {
+	if tracedCopy(context.Background(), m) != m {
 		t.Error("a message published without a span was copied")
 	}
 	if c := context.Background(); MessageContext(c, m) != c {
@@ -59,6 +59,52 @@ func TestTraceContextRoundTrip(t *testing.T) {
 	}
 }
 
+// tracedCopy is what Publish does with its ctx and a message.
+func tracedCopy(ctx context.Context, m *Message) *Message {
+	h, ok := traceOf(ctx)
+	return withTrace(h, ok, m)
+}
+
+// uncomparableCtx is a context of a type == cannot compare.
+type uncomparableCtx struct {
+	context.Context
+	tags []string
+}
+
+// spanless remembers a context without a span, never one with a span,
+// and never a context whose type cannot be compared.
+func TestSpanlessRemembersOnlyWhatItMay(t *testing.T) {
+	var s spanless
+	plain := context.Background()
+	if _, ok := s.traceOf(plain); ok {
+		t.Fatal("a context without a span has trace headers")
+	}
+	if s.last.Load() == nil || *s.last.Load() != plain {
+		t.Fatal("the context without a span was not remembered")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.traceOf(plain) }); n != 0 {
+		t.Errorf("%.1f allocations for a remembered context", n)
+	}
+	spanned, _ := spanCtx(t)
+	for range 2 {
+		if h, ok := s.traceOf(spanned); !ok || h.parent == "" {
+			t.Fatal("a context with a span lost its trace headers")
+		}
+	}
+	if *s.last.Load() != plain {
+		t.Error("a context with a span replaced the remembered one")
+	}
+	odd := uncomparableCtx{Context: plain, tags: []string{"x"}}
+	for range 2 {
+		if _, ok := s.traceOf(odd); ok { // must not panic comparing
+			t.Fatal("trace headers from a context without a span")
+		}
+	}
+	if *s.last.Load() != plain {
+		t.Error("a context of an uncomparable type was remembered")
+	}
+}
+
 // Publishing without a span costs no allocation for tracing.
 func TestNoTraceNoAllocation(t *testing.T) {
 	m := &Message{Payload: []byte("p")}
@@ -66,7 +112,7 @@ func TestNoTraceNoAllocation(t *testing.T) {
 	recs := []*hermesv1.Record{m.toProto()}
 	msgs := []*Message{m}
 	if n := testing.AllocsPerRun(100, func() {
-		withTrace(ctx, m)
+		tracedCopy(ctx, m)
 		addTrace(ctx, msgs, recs)
 	}); n != 0 {
 		t.Errorf("%.1f allocations without a span", n)
