@@ -83,13 +83,15 @@ func (c *cursor) lenBytes(what string) []byte {
 
 // rawRecord is one record's fields as read from a batch; slices alias it.
 type rawRecord struct {
-	tsDelta  int64
-	id       []byte
-	key      []byte // nil for a nil key
-	nHeaders int
-	keyBytes int    // total length of the header keys
-	headers  []byte // the encoded headers
-	payload  []byte
+	tsDelta int64
+	id      []byte
+	key     []byte // nil for a nil key
+	// keyEncoded is the key with its length in front, as encoded.
+	keyEncoded []byte
+	nHeaders   int
+	keyBytes   int    // total length of the header keys
+	headers    []byte // the encoded headers
+	payload    []byte
 }
 
 // record reads record i of the batch into r, checking its framing: the
@@ -103,7 +105,9 @@ func (c *cursor) record(i int, r *rawRecord) {
 	}
 	r.tsDelta = body.varint("timestamp delta")
 	r.id = body.bytes(16, "message id")
+	keyAt := body.pos
 	r.key = body.lenBytes("key")
+	r.keyEncoded = body.b[keyAt:body.pos:body.pos]
 	hn := body.uvarint("header count")
 	if body.err == nil && (hn > MaxRecordHeaders || hn > uint64(body.left()/2)) {
 		body.fail("header count %d too large", hn)

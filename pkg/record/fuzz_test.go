@@ -41,6 +41,7 @@ func FuzzValidateBatch(f *testing.F) {
 // are 0 (its attribute bits set again, as the Kafka adapter sets them
 // after encoding).
 func checkValidateProperty(t *testing.T, b []byte) {
+	checkRawReader(t, b)
 	h, err := ValidateBatch(b)
 	one, oneH, oneErr := DecodeValidBatch(nil, b)
 	if (oneErr == nil) != (err == nil) {
@@ -154,4 +155,43 @@ func fuzzRecords(n int, data []byte) []Record {
 		r.Payload = take(byteAt())
 	}
 	return recs
+}
+
+// checkRawReader: a RawReader reads what DecodeRecords decodes, record
+// for record, and fails where it fails (neither checks the CRC).
+func checkRawReader(t *testing.T, b []byte) {
+	recs, decErr := DecodeRecords(nil, b)
+	rr, err := NewRawReader(b)
+	if err != nil {
+		if decErr == nil {
+			t.Fatalf("NewRawReader: %v; DecodeRecords: no error", err)
+		}
+		return
+	}
+	var r RawRecord
+	i := 0
+	for ; rr.Next(&r); i++ {
+		if i >= len(recs) {
+			if decErr == nil {
+				t.Fatalf("RawReader read record %d of %d", i, len(recs))
+			}
+			continue
+		}
+		d := recs[i]
+		if rr.Header().FirstTimestamp+r.TimestampDelta != d.Timestamp || !bytes.Equal(r.MessageID, d.MessageID[:]) ||
+			!bytes.Equal(r.Key, d.Key) || (r.Key == nil) != (d.Key == nil) || !bytes.Equal(r.Payload, d.Payload) ||
+			r.HeaderCount != len(d.Headers) {
+			t.Fatalf("record %d: raw %+v, decoded %+v", i, r, d)
+		}
+		key := cursor{b: r.KeyEncoded}
+		if k := key.lenBytes("key"); key.err != nil || key.left() != 0 || !bytes.Equal(k, d.Key) {
+			t.Fatalf("record %d: KeyEncoded %x is not the key %x", i, r.KeyEncoded, d.Key)
+		}
+	}
+	if (rr.Err() == nil) != (decErr == nil) {
+		t.Fatalf("RawReader: %v; DecodeRecords: %v", rr.Err(), decErr)
+	}
+	if decErr == nil && i != len(recs) {
+		t.Fatalf("RawReader read %d records, DecodeRecords %d", i, len(recs))
+	}
 }

@@ -174,17 +174,8 @@ func (s *Server) abortedIn(topic string, partition int32, from int64, batches []
 
 // appendBatches converts stored batches to Kafka record batches.
 func appendBatches(dst []byte, batches [][]byte) []byte {
-	var recs []record.Record
 	for _, b := range batches {
-		h, err := record.ParseHeader(b)
-		if err != nil {
-			continue
-		}
-		recs, err = record.DecodeRecords(recs[:0], b)
-		if err != nil || len(recs) == 0 {
-			continue
-		}
-		dst = appendKafkaBatch(dst, h, recs)
+		dst = appendStoredBatch(dst, b)
 	}
 	return dst
 }

@@ -322,9 +322,29 @@ func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []
 		kr.Length = int32(recordBodyLen(&kr))
 		dst = kr.AppendTo(dst)
 	}
+	return finishKafkaBatch(dst, start, h, kafkaBatchInfo{attrs: attrs, pid: pid, epoch: epoch, seq: seq,
+		count: len(recs), first: first, maxTS: maxTS})
+}
+
+// kafkaBatchInfo is what a Kafka batch header says beyond the stored
+// batch's own header.
+type kafkaBatchInfo struct {
+	attrs        int16
+	pid          int64
+	epoch        int16
+	seq          int32
+	count        int
+	first, maxTS int64 // ms
+}
+
+// finishKafkaBatch completes the Kafka batch whose records follow the
+// batchHeaderLen bytes reserved at dst[start:]: it compresses them with
+// the codec the batch's Kafka producer used, fills the header in and
+// computes the CRC.
+func finishKafkaBatch(dst []byte, start int, h record.BatchHeader, k kafkaBatchInfo) []byte {
 	if codec := h.OriginCodec(); codec != 0 {
 		if z, ok := compress(nil, codec, dst[start+batchHeaderLen:]); ok {
-			dst, attrs = append(dst[:start+batchHeaderLen], z...), attrs|int16(codec)
+			dst, k.attrs = append(dst[:start+batchHeaderLen], z...), k.attrs|int16(codec)
 		}
 	}
 	b := dst[start:]
@@ -333,16 +353,127 @@ func appendKafkaBatch(dst []byte, h record.BatchHeader, recs []record.Record) []
 	be.PutUint32(b[8:], uint32(len(b)-12)) // Length
 	be.PutUint32(b[12:], uint32(int32(h.RaftTerm)))
 	b[16] = 2 // magic
-	be.PutUint16(b[21:], uint16(attrs))
-	be.PutUint32(b[23:], uint32(len(recs)-1))
-	be.PutUint64(b[27:], uint64(first))
-	be.PutUint64(b[35:], uint64(maxTS))
-	be.PutUint64(b[43:], uint64(pid))
-	be.PutUint16(b[51:], uint16(epoch))
-	be.PutUint32(b[53:], uint32(seq))
-	be.PutUint32(b[57:], uint32(len(recs)))
+	be.PutUint16(b[21:], uint16(k.attrs))
+	be.PutUint32(b[23:], uint32(k.count-1))
+	be.PutUint64(b[27:], uint64(k.first))
+	be.PutUint64(b[35:], uint64(k.maxTS))
+	be.PutUint64(b[43:], uint64(k.pid))
+	be.PutUint16(b[51:], uint16(k.epoch))
+	be.PutUint32(b[53:], uint32(k.seq))
+	be.PutUint32(b[57:], uint32(k.count))
 	be.PutUint32(b[17:], crc32c(b[crcStart:]))
 	return dst
+}
+
+// appendStoredBatch appends the stored batch b as a Kafka record batch,
+// as appendKafkaBatch of its decoded records would, reading each record
+// once and allocating nothing: keys and header values are encoded as
+// Kafka encodes them and are copied as they are. A transaction marker
+// goes through appendKafkaBatch. A batch that does not decode is left
+// out (the log checked its CRC when it read it).
+func appendStoredBatch(dst []byte, b []byte) []byte {
+	rr, err := record.NewRawReader(b)
+	if err != nil {
+		return dst
+	}
+	h := rr.Header()
+	if h.RecordCount <= 0 {
+		return dst
+	}
+	if h.Control() {
+		recs, err := record.DecodeRecords(nil, b)
+		if err != nil || len(recs) == 0 {
+			return dst
+		}
+		return appendKafkaBatch(dst, h, recs)
+	}
+	start := len(dst)
+	// Kafka's records are the stored ones without their 16-byte ids and
+	// with a few more length bytes: the stored size bounds them.
+	dst = slices.Grow(dst, batchHeaderLen+h.Size())[:start+batchHeaderLen]
+	k := kafkaBatchInfo{pid: -1, epoch: -1, seq: -1}
+	var r record.RawRecord
+	for rr.Next(&r) {
+		ts := (h.FirstTimestamp + r.TimestampDelta) / 1e6
+		if k.count == 0 {
+			k.first, k.maxTS = ts, ts
+			if h.Transactional() {
+				k.attrs |= attrTxn
+				k.pid, k.epoch, k.seq = producerOf(record.MessageID(r.MessageID))
+			}
+		}
+		k.maxTS = max(k.maxTS, ts)
+		dst = appendKafkaRecord(dst, ts-k.first, int32(k.count), &r)
+		k.count++
+	}
+	if rr.Err() != nil || k.count == 0 {
+		return dst[:start]
+	}
+	return finishKafkaBatch(dst, start, h, k)
+}
+
+// appendKafkaRecord appends r as a Kafka record at offsetDelta, its
+// timestamp tsDelta ms after the batch's first.
+func appendKafkaRecord(dst []byte, tsDelta int64, offsetDelta int32, r *record.RawRecord) []byte {
+	n := 1 + kbin.VarlongLen(tsDelta) + kbin.VarintLen(offsetDelta) + len(r.KeyEncoded) +
+		kbin.VarintLen(int32(len(r.Payload))) + len(r.Payload) + kbin.VarintLen(int32(r.HeaderCount))
+	if r.HeaderCount > 0 {
+		n += kafkaHeadersLen(r.Headers, r.HeaderCount)
+	}
+	dst = kbin.AppendVarint(dst, int32(n))
+	dst = append(dst, 0) // attributes
+	dst = kbin.AppendVarlong(dst, tsDelta)
+	dst = kbin.AppendVarint(dst, offsetDelta)
+	dst = append(dst, r.KeyEncoded...)
+	dst = kbin.AppendVarint(dst, int32(len(r.Payload)))
+	dst = append(dst, r.Payload...)
+	dst = kbin.AppendVarint(dst, int32(r.HeaderCount))
+	if r.HeaderCount > 0 {
+		dst = appendKafkaHeaders(dst, r.Headers, r.HeaderCount)
+	}
+	return dst
+}
+
+// kafkaHeadersLen is the size of n stored headers (checked by the
+// RawReader) in Kafka's encoding: a key's length becomes a zig-zag
+// varint; a value is encoded alike.
+func kafkaHeadersLen(enc []byte, n int) int {
+	size := 0
+	for range n {
+		kl, w := binary.Uvarint(enc)
+		enc = enc[w:]
+		size += kbin.VarintLen(int32(kl)) + int(kl)
+		enc = enc[kl:]
+		v := storedValueLen(enc)
+		size += v
+		enc = enc[v:]
+	}
+	return size
+}
+
+// appendKafkaHeaders appends n stored headers in Kafka's encoding.
+func appendKafkaHeaders(dst, enc []byte, n int) []byte {
+	for range n {
+		kl, w := binary.Uvarint(enc)
+		enc = enc[w:]
+		dst = kbin.AppendVarint(dst, int32(kl))
+		dst = append(dst, enc[:kl]...)
+		enc = enc[kl:]
+		v := storedValueLen(enc)
+		dst = append(dst, enc[:v]...)
+		enc = enc[v:]
+	}
+	return dst
+}
+
+// storedValueLen is the size of the encoded header value at the start of
+// enc: its zig-zag varint length (-1 for nil) and its bytes.
+func storedValueLen(enc []byte) int {
+	u, w := binary.Uvarint(enc)
+	if l := int64(u>>1) ^ -int64(u&1); l > 0 {
+		return w + int(l)
+	}
+	return w
 }
 
 // recordBodyLen is the size of a Kafka record after its length varint.
