@@ -25,6 +25,7 @@ type batch struct {
 	msgs      []*Message // nil once done
 	bytes     int64      // sum of record costs (size + recordOverhead)
 	deadline  time.Time  // when an open batch is sealed by linger
+	sealed    bool       // it left accumulator.open (counted in unanswered)
 
 	data     []byte // encoded packed batch, kept for retries; nil once done
 	attempts int    // sends so far (and failed connects while queued)
@@ -93,6 +94,14 @@ type accumulator struct {
 	maxRecords int   // ... or this many records
 	linger     time.Duration
 
+	// pipeline bounds the sealed, unanswered batches of one partition
+	// (queued or in flight); 0: no bound. While a partition is at it, a
+	// lingered batch stays open and gathers the records that follow, as
+	// a Kafka producer's batch does while its request is in flight: at a
+	// moderate rate this makes one batch of what would be many.
+	pipeline   int
+	unanswered []int32 // per partition: sealed batches not yet done
+
 	part    partitioner
 	open    []*batch // per partition; nil when none is open
 	ready   batchQueue
@@ -100,10 +109,10 @@ type accumulator struct {
 	nextSeq uint64
 }
 
-func newAccumulator(n int32, fixed int32, maxBytes int64, maxRecords int, linger time.Duration) accumulator {
+func newAccumulator(n int32, fixed int32, maxBytes int64, maxRecords int, linger time.Duration, pipeline int) accumulator {
 	return accumulator{
-		maxBytes: maxBytes, maxRecords: maxRecords, linger: linger,
-		part: newPartitioner(n, fixed), open: make([]*batch, n),
+		maxBytes: maxBytes, maxRecords: maxRecords, linger: linger, pipeline: pipeline,
+		part: newPartitioner(n, fixed), open: make([]*batch, n), unanswered: make([]int32, n),
 	}
 }
 
@@ -147,20 +156,39 @@ func (a *accumulator) add(m *Message, cost int64, now time.Time) (b *batch, idx 
 func (a *accumulator) seal(b *batch) {
 	a.open[b.partition] = nil
 	a.ready.push(b)
+	b.sealed = true
+	a.unanswered[b.partition]++
 	a.part.batchSealed(b.partition)
 }
 
-// expire seals the open batches whose linger deadline is not after now and
-// returns the earliest deadline of those still open (zero when none).
+// answered notes that batch b is done.
+func (a *accumulator) answered(b *batch) {
+	if !b.sealed {
+		return
+	}
+	p := b.partition
+	a.unanswered[p]--
+	if a.unanswered[p] < 0 {
+		panic(fmt.Sprintf("hermes client: partition %d has %d unanswered batches", p, a.unanswered[p]))
+	}
+}
+
+// expire seals the open batches whose linger deadline is not after now,
+// unless their partition has pipeline batches unanswered (they are sealed
+// at a later call, after an answer), and returns the earliest deadline of
+// those still open and not held so (zero when none).
 func (a *accumulator) expire(now time.Time) (next time.Time) {
 	for _, b := range a.open {
 		if b == nil {
 			continue
 		}
-		if !b.deadline.After(now) {
+		switch {
+		case b.deadline.After(now):
+			if next.IsZero() || b.deadline.Before(next) {
+				next = b.deadline
+			}
+		case a.pipeline == 0 || int(a.unanswered[b.partition]) < a.pipeline:
 			a.seal(b)
-		} else if next.IsZero() || b.deadline.Before(next) {
-			next = b.deadline
 		}
 	}
 	return next

@@ -20,7 +20,7 @@ func msg(key string, payload int) *Message {
 // TestStickyPartitioner: keyless records stay on one partition until its
 // batch is sealed, then move round-robin; keyed records follow murmur2.
 func TestStickyPartitioner(t *testing.T) {
-	a := newAccumulator(3, -1, 1<<20, 4, time.Hour)
+	a := newAccumulator(3, -1, 1<<20, 4, time.Hour, 0)
 	a.part.sticky = 0
 	var parts []int32
 	for range 12 {
@@ -45,7 +45,7 @@ func TestStickyPartitioner(t *testing.T) {
 }
 
 func TestFixedPartition(t *testing.T) {
-	a := newAccumulator(4, 2, 1<<20, 100, time.Hour)
+	a := newAccumulator(4, 2, 1<<20, 100, time.Hour, 0)
 	for _, k := range []string{"", "x", "y"} {
 		if b, _, _ := a.add(msg(k, 1), 50, t0); b.partition != 2 {
 			t.Errorf("key %q went to %d, want fixed 2", k, b.partition)
@@ -56,7 +56,7 @@ func TestFixedPartition(t *testing.T) {
 // TestBatchBounds: a batch is sealed at max records and before it would
 // pass max bytes; a record larger than max bytes travels alone.
 func TestBatchBounds(t *testing.T) {
-	a := newAccumulator(1, -1, 1000, 3, time.Hour)
+	a := newAccumulator(1, -1, 1000, 3, time.Hour, 0)
 	b1, i, isNew := a.add(msg("", 0), 400, t0)
 	if !isNew || i != 0 {
 		t.Fatalf("first add: idx %d new %v", i, isNew)
@@ -88,7 +88,7 @@ func TestBatchBounds(t *testing.T) {
 }
 
 func TestLingerExpiry(t *testing.T) {
-	a := newAccumulator(2, -1, 1<<20, 100, 5*time.Millisecond)
+	a := newAccumulator(2, -1, 1<<20, 100, 5*time.Millisecond, 0)
 	k1, k2 := keysOnDistinctPartitions(2)
 	a.add(msg(k1, 1), 50, t0)
 	a.add(msg(k2, 1), 50, t0.Add(2*time.Millisecond))
@@ -111,7 +111,7 @@ func TestLingerExpiry(t *testing.T) {
 // sender's next look with linger 0, and a deadline from the clock with a
 // linger.
 func TestLingerWithoutTheCallersClock(t *testing.T) {
-	a := newAccumulator(1, -1, 1<<20, 100, 0)
+	a := newAccumulator(1, -1, 1<<20, 100, 0, 0)
 	b, _, _ := a.add(msg("", 1), 50, time.Time{})
 	if !b.deadline.IsZero() {
 		t.Fatalf("linger 0: deadline %v", b.deadline)
@@ -119,7 +119,7 @@ func TestLingerWithoutTheCallersClock(t *testing.T) {
 	if next := a.expire(time.Now()); !next.IsZero() || a.ready.len() != 1 {
 		t.Fatalf("linger 0: not sealed at the first look (ready %d, next %v)", a.ready.len(), next)
 	}
-	a = newAccumulator(1, -1, 1<<20, 100, time.Hour)
+	a = newAccumulator(1, -1, 1<<20, 100, time.Hour, 0)
 	before := time.Now()
 	b, _, _ = a.add(msg("", 1), 50, time.Time{})
 	if b.deadline.Before(before.Add(time.Hour)) || b.deadline.After(time.Now().Add(time.Hour)) {
@@ -130,9 +130,43 @@ func TestLingerWithoutTheCallersClock(t *testing.T) {
 	}
 }
 
+// With a per-partition bound, a partition at the bound keeps its lingered
+// batch open: the records that follow join it, and it is sealed once an
+// answer comes back. A batch that fills goes at once.
+func TestPipelineHoldsTheNextBatchOpen(t *testing.T) {
+	a := newAccumulator(1, -1, 1<<20, 3, 0, 1)
+	first, _, _ := a.add(msg("", 1), 50, t0)
+	if next := a.expire(t0); !next.IsZero() || a.ready.pop() != first {
+		t.Fatal("the first batch was not sealed at once")
+	}
+	second, _, _ := a.add(msg("", 1), 50, t0)
+	if next := a.expire(t0.Add(time.Second)); !next.IsZero() || a.pending() {
+		t.Fatalf("sealed while the partition's batch is unanswered (next %v)", next)
+	}
+	if b, idx, isNew := a.add(msg("", 1), 50, t0); b != second || idx != 1 || isNew {
+		t.Fatalf("a held batch did not take the next record: %v %d %v", b == second, idx, isNew)
+	}
+	a.answered(first)
+	if a.expire(t0); a.ready.pop() != second || len(second.msgs) != 2 {
+		t.Fatal("the held batch was not sealed after the answer")
+	}
+	third, _, _ := a.add(msg("", 1), 50, t0) // second is unanswered
+	a.add(msg("", 1), 50, t0)
+	a.add(msg("", 1), 50, t0) // the third record fills it
+	if a.ready.pop() != third {
+		t.Fatal("a full batch was held")
+	}
+	a.answered(second) // third is unanswered
+	open, _, _ := a.add(msg("", 1), 50, t0)
+	a.answered(open) // never sealed: not counted
+	if a.expire(t0); a.pending() {
+		t.Fatal("answering an open batch freed the pipeline")
+	}
+}
+
 // TestRetryQueueFirst: batches waiting for a retry go before new ones.
 func TestRetryQueueFirst(t *testing.T) {
-	a := newAccumulator(1, -1, 1<<20, 1, time.Hour)
+	a := newAccumulator(1, -1, 1<<20, 1, time.Hour, 0)
 	b1, _, _ := a.add(msg("", 0), 1, t0)
 	b2, _, _ := a.add(msg("", 0), 1, t0)
 	if a.pop() != b1 {

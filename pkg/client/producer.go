@@ -12,16 +12,25 @@ import (
 // DefaultLinger is 0: a batch is sent as soon as the sender is free, and
 // records published meanwhile (while up to DefaultMaxInFlight batches
 // are unanswered) gather into the next one, so batches grow with the
-// load and no record waits on a timer. A linger only delays: measured
-// with one producer keeping 1,024 records in flight, 100-byte records
-// went at 0.40 M/s with a 1 ms linger and 0.69–0.77 M/s without; eight
-// producers of 1 KB records went at the same rate either way.
+// load and no record waits on a timer. One producer keeping 1,024
+// records in flight sent 100-byte records at 0.69–0.79 M/s this way and
+// 0.40 M/s with a 1 ms linger. A linger buys efficiency at moderate
+// rates instead: at 10,000 records/s on one node, a 1 ms linger made ten
+// records a batch and used 0.22 cores of the broker, where linger 0 made
+// one or two and used 0.72, for a p50 of 1.2 ms against 0.6.
+// WithLinger(time.Millisecond) is the setting for a steady moderate
+// rate where a millisecond does not matter.
+//
+// DefaultMaxInFlightPerPartition is 0 (no bound of its own): measured,
+// a bound of 2 cost the closed-loop producer above 5–10% of its rate and saved 2%
+// of the broker's CPU at 10,000/s (p99 1.75 ms against 2.1–2.3).
 const (
-	DefaultLinger           = time.Duration(0)
-	DefaultMaxBatchBytes    = 256 << 10
-	DefaultMaxBatchRecords  = 10000
-	DefaultMaxBufferedBytes = 32 << 20
-	DefaultMaxInFlight      = 64
+	DefaultLinger                  = time.Duration(0)
+	DefaultMaxBatchBytes           = 256 << 10
+	DefaultMaxBatchRecords         = 10000
+	DefaultMaxBufferedBytes        = 32 << 20
+	DefaultMaxInFlight             = 64
+	DefaultMaxInFlightPerPartition = 0
 )
 
 // ProducerOption configures NewProducer. WithMode and WithPartition are
@@ -39,6 +48,8 @@ type producerConfig struct {
 	maxRecords  int
 	maxBuffered int64
 	maxInFlight int
+	// perPartition: WithMaxInFlightPerPartition.
+	perPartition int
 }
 
 // WithLinger sets how long a partition's batch waits for more records
@@ -65,6 +76,18 @@ func WithMaxBatchRecords(n int) ProducerOption {
 // Publish blocks until space frees or its ctx ends.
 func WithMaxBufferedBytes(n int64) ProducerOption {
 	return producerOption(func(c *producerConfig) { c.maxBuffered = max(n, 1) })
+}
+
+// WithMaxInFlightPerPartition bounds the batches of one partition sealed
+// and not yet answered (default DefaultMaxInFlightPerPartition; 0: only
+// WithMaxInFlight bounds them). While a partition is at the bound, its
+// records gather into its next batch, which goes when an answer comes
+// back, as a Kafka producer's next batch does while its requests are in
+// flight: at a moderate rate the records of a round trip travel as one
+// batch (one request, one log entry) instead of one each. A batch that
+// fills (WithMaxBatchBytes, WithMaxBatchRecords) goes at once.
+func WithMaxInFlightPerPartition(n int) ProducerOption {
+	return producerOption(func(c *producerConfig) { c.perPartition = max(n, 0) })
 }
 
 // WithMaxInFlight bounds the requests sent on the stream and not yet
@@ -130,6 +153,7 @@ func (c *Client) NewProducer(ctx context.Context, topic string, opts ...Producer
 	cfg := producerConfig{
 		linger: DefaultLinger, maxBytes: DefaultMaxBatchBytes, maxRecords: DefaultMaxBatchRecords,
 		maxBuffered: DefaultMaxBufferedBytes, maxInFlight: DefaultMaxInFlight,
+		perPartition: DefaultMaxInFlightPerPartition,
 	}
 	for _, o := range opts {
 		o.applyProducer(&cfg)
@@ -152,7 +176,7 @@ func (c *Client) NewProducer(ctx context.Context, topic string, opts ...Producer
 	}
 	p := &Producer{
 		c: c, topic: topic, cfg: cfg, maxMsg: int(info.Config.MaxMessageBytes),
-		acc:  newAccumulator(n, fixed, cfg.maxBytes, cfg.maxRecords, cfg.linger),
+		acc:  newAccumulator(n, fixed, cfg.maxBytes, cfg.maxRecords, cfg.linger, cfg.perPartition),
 		live: make(map[uint64]*batch), space: make(chan struct{}),
 		streams: make(map[string]*pubStream), routes: newRoutes(n, c.cfg.direct),
 		wake: make(chan struct{}, 1), stopCh: make(chan struct{}), senderDone: make(chan struct{}),

@@ -398,6 +398,7 @@ func (p *Producer) finish(b *batch, resp *hermesv1.PublishResponse, err error) {
 			resp.GetCount(), resp.GetPartition(), len(b.msgs), b.partition)}
 	}
 	b.finished = true
+	p.acc.answered(b)
 	if b.slot {
 		b.slot = false
 		p.inflight--
