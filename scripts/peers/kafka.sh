@@ -134,6 +134,11 @@ stop() {
 			echo "stopped pid $pid"
 		fi
 		rm -f "$f"
+		# A deleted topic's segments stay on disk, renamed *-delete,
+		# until the broker removes them a minute later or at its next
+		# start: a stopped broker would keep them (a minute of benchmark
+		# load on three brokers left 25 GB).
+		rm -rf "$(dirname "$f")"/data/*-delete
 	done
 }
 
