@@ -25,7 +25,6 @@ type batch struct {
 	msgs      []*Message // nil once done
 	bytes     int64      // sum of record costs (size + recordOverhead)
 	deadline  time.Time  // when an open batch is sealed by linger
-	sealed    bool       // it left accumulator.open (counted in unanswered)
 
 	data     []byte // encoded packed batch, kept for retries; nil once done
 	attempts int    // sends so far (and failed connects while queued)
@@ -156,17 +155,17 @@ func (a *accumulator) add(m *Message, cost int64, now time.Time) (b *batch, idx 
 func (a *accumulator) seal(b *batch) {
 	a.open[b.partition] = nil
 	a.ready.push(b)
-	b.sealed = true
 	a.unanswered[b.partition]++
 	a.part.batchSealed(b.partition)
 }
 
-// answered notes that batch b is done.
+// answered notes that batch b is done. A batch still open was never
+// counted (every batch is open from add until seal, and never again).
 func (a *accumulator) answered(b *batch) {
-	if !b.sealed {
+	p := b.partition
+	if a.open[p] == b {
 		return
 	}
-	p := b.partition
 	a.unanswered[p]--
 	if a.unanswered[p] < 0 {
 		panic(fmt.Sprintf("hermes client: partition %d has %d unanswered batches", p, a.unanswered[p]))

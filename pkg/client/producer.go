@@ -19,11 +19,12 @@ import (
 // records a batch and used 0.22 cores of the broker, where linger 0 made
 // one or two and used 0.72, for a p50 of 1.2 ms against 0.6.
 // WithLinger(time.Millisecond) is the setting for a steady moderate
-// rate where a millisecond does not matter.
+// rate where a millisecond does not matter. (Those figures: 20–30 s
+// cells of one sitting, docs/BENCHMARKS.md.)
 //
 // DefaultMaxInFlightPerPartition is 0 (no bound of its own): measured,
-// a bound of 2 cost the closed-loop producer above 5–10% of its rate and saved 2%
-// of the broker's CPU at 10,000/s (p99 1.75 ms against 2.1–2.3).
+// a bound of 2 cost the closed-loop producer 5–10% of its rate and saved
+// 2% of the broker's CPU at 10,000/s (p99 1.75 ms against 2.1–2.3).
 const (
 	DefaultLinger                  = time.Duration(0)
 	DefaultMaxBatchBytes           = 256 << 10

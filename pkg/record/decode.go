@@ -182,14 +182,11 @@ func ForEachRecord(b []byte, fn func(Record) bool) error {
 // the first counts headers and header key bytes so that the second can
 // put all headers in one slice and all keys in one string.
 func decode(b []byte, emit func(Record) bool) error {
-	h, err := parseHeader(b)
+	rr, err := NewRawReader(b)
 	if err != nil {
 		return err
 	}
-	if len(b) < h.Size() {
-		return ErrShortBatch
-	}
-	recs := b[BatchHeaderSize:h.Size()]
+	h, recs := rr.h, rr.c.b
 	nHeaders, keyBytes, err := measure(recs, int(h.RecordCount))
 	if err != nil {
 		return err
