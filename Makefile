@@ -139,6 +139,7 @@ fuzz:
 	scripts/fuzz.sh $(FUZZTIME) ./internal/api/graphql/ FuzzLeanPath
 	scripts/fuzz.sh $(FUZZTIME) ./internal/api/graphql/ FuzzDecodeParams
 	scripts/fuzz.sh $(FUZZTIME) ./internal/api/kafka/ FuzzRequest
+	scripts/fuzz.sh $(FUZZTIME) ./internal/api/kafka/ FuzzProducedBatch
 	scripts/fuzz.sh $(FUZZTIME) ./internal/api/wire/ FuzzFrames
 	scripts/fuzz.sh $(FUZZTIME) ./pkg/wire/ FuzzDecoder
 

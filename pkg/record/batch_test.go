@@ -303,3 +303,61 @@ func TestSetPositionEntryFollowing(t *testing.T) {
 		}
 	}
 }
+
+// writeHeaders is writeBatch's buffer of a record's headers.
+var writeHeaders []byte
+
+// writeBatch writes recs with a BatchWriter after prefix.
+func writeBatch(prefix []byte, size int, base int64, recs []Record) []byte {
+	w := NewBatchWriter(prefix, size)
+	headers := writeHeaders
+	defer func() { writeHeaders = headers }()
+	for i := range recs {
+		r := &recs[i]
+		headers = headers[:0]
+		for _, h := range r.Headers {
+			headers = AppendHeader(headers, h.Key, h.Value)
+		}
+		w.Append(r.Timestamp, r.MessageID, r.Key, len(r.Headers), headers, r.Payload)
+	}
+	return w.Finish(base)
+}
+
+// A BatchWriter writes the batch AppendBatch writes from the same records,
+// whatever size it is told: timestamps before the first, nil and empty
+// keys, headers with nil values, one record or many.
+func TestBatchWriterWritesWhatAppendBatchWrites(t *testing.T) {
+	odd := []Record{
+		{Timestamp: 50, Key: []byte{}, Payload: []byte("x")},
+		{Timestamp: -1 << 62, MessageID: MessageID{9}, Headers: []Header{{Key: "", Value: []byte{}}, {Key: "k", Value: nil}}},
+		{Timestamp: 1 << 62, Key: bytes.Repeat([]byte("k"), 200)},
+	}
+	for _, recs := range [][]Record{testRecords(1, 10, 5), testRecords(100, 100, 1), odd} {
+		want := AppendBatch([]byte("prefix"), 77, recs)
+		for _, size := range []int{0, BatchSize(recs), 2 * BatchSize(recs)} {
+			if got := writeBatch([]byte("prefix"), size, 77, recs); !bytes.Equal(got, want) {
+				t.Fatalf("%d records, size %d: %d bytes, want %d", len(recs), size, len(got), len(want))
+			}
+		}
+	}
+	if _, err := ValidateBatch(writeBatch(nil, 0, 0, odd)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a batch of no records was finished")
+		}
+	}()
+	w := NewBatchWriter(nil, 0)
+	w.Finish(0)
+}
+
+func TestBatchWriterAllocations(t *testing.T) {
+	recs := testRecords(100, 100, 1)
+	size := BatchSize(recs)
+	dst := make([]byte, 0, size)
+	writeBatch(nil, 0, 0, recs) // its headers buffer has grown
+	if n := testing.AllocsPerRun(100, func() { dst = writeBatch(dst[:0], size, 1, recs) }); n != 0 {
+		t.Fatalf("a BatchWriter allocated %v times per run", n)
+	}
+}

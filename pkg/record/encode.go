@@ -21,28 +21,19 @@ func AppendBatch(dst []byte, baseOffset int64, recs []Record) []byte {
 		panic("record: AppendBatch with no records")
 	}
 	first, maxTS := recs[0].Timestamp, recs[0].Timestamp
-	for i := range recs {
-		maxTS = max(maxTS, recs[i].Timestamp)
-	}
 	dst = slices.Grow(dst, batchSize(recs, first))
 	start := len(dst)
 	dst = dst[:start+BatchHeaderSize]
 	for i := range recs {
-		dst = appendRecord(dst, i, &recs[i], first)
+		r := &recs[i]
+		dst = appendHead(dst, recordBodySize(i, r, first), i, r.Timestamp-first, &r.MessageID, r.Key, len(r.Headers))
+		for j := range r.Headers {
+			dst = AppendHeader(dst, r.Headers[j].Key, r.Headers[j].Value)
+		}
+		dst = append(dst, r.Payload...)
+		maxTS = max(maxTS, r.Timestamp)
 	}
-	h := dst[start:]
-	le.PutUint32(h[offLength:], uint32(len(h)-4))
-	h[offMagic] = Magic
-	h[offAttributes] = 0
-	le.PutUint16(h[offReserved:], 0)
-	le.PutUint32(h[offRecordCount:], uint32(len(recs)))
-	le.PutUint64(h[offBaseOffset:], uint64(baseOffset))
-	le.PutUint64(h[offRaftTerm:], 0)
-	le.PutUint64(h[offRaftIndex:], 0)
-	le.PutUint64(h[offFirstTimestamp:], uint64(first))
-	le.PutUint64(h[offMaxTimestamp:], uint64(maxTS))
-	le.PutUint32(h[offLastOffsetDelta:], uint32(len(recs)-1))
-	le.PutUint32(h[offCRC:], crc32.Checksum(h[offMagic:], castagnoli))
+	finishBatch(dst[start:], len(recs), baseOffset, first, maxTS)
 	return dst
 }
 
@@ -59,24 +50,104 @@ func batchSize(recs []Record, first int64) int {
 	return n
 }
 
-// appendRecord appends record r, the i-th of its batch.
-func appendRecord(dst []byte, i int, r *Record, first int64) []byte {
-	dst = binary.AppendUvarint(dst, uint64(recordBodySize(i, r, first)))
-	dst = binary.AppendUvarint(dst, uint64(i))
-	dst = binary.AppendVarint(dst, r.Timestamp-first)
-	dst = append(dst, r.MessageID[:]...)
-	dst = appendBytesField(dst, r.Key)
-	dst = binary.AppendUvarint(dst, uint64(len(r.Headers)))
-	for j := range r.Headers {
-		h := &r.Headers[j]
-		dst = binary.AppendUvarint(dst, uint64(len(h.Key)))
-		dst = append(dst, h.Key...)
-		dst = appendBytesField(dst, h.Value)
-	}
-	return append(dst, r.Payload...)
+// BatchWriter writes one batch a record at a time from the parts of each
+// record, for code that converts records from another encoding without
+// building a Record for each (Hermes' Kafka listener turns a produced
+// Kafka batch into a Hermes batch this way). The batch it writes is the
+// one AppendBatch would write from the same records.
+//
+//	w := record.NewBatchWriter(dst, size)
+//	for each record {
+//		headers = record.AppendHeader(headers[:0], key, value) // per header
+//		w.Append(ts, id, key, headerCount, headers, payload)
+//	}
+//	dst = w.Finish(baseOffset)
+type BatchWriter struct {
+	b            []byte
+	start, count int
+	first, maxTS int64
 }
 
-// recordBodySize is the size of what appendRecord writes after bodyLen.
+// NewBatchWriter starts a batch at the end of dst. size is what the
+// batch will take, or a bound of it, so that dst grows once; a size too
+// small costs only more growing.
+func NewBatchWriter(dst []byte, size int) BatchWriter {
+	dst = slices.Grow(dst, max(size, BatchHeaderSize))
+	start := len(dst)
+	return BatchWriter{b: dst[:start+BatchHeaderSize], start: start}
+}
+
+// AppendHeader appends one header, encoded as Append takes headers: the
+// key's length, the key, the value's length (-1 for a nil value) and the
+// value.
+func AppendHeader[K string | []byte](dst []byte, key K, value []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	dst = append(dst, key...)
+	return appendBytesField(dst, value)
+}
+
+// Append appends the next record: timestamp ts (unix nanoseconds), id,
+// key (nil for none), headerCount headers encoded in headers (see
+// AppendHeader) and the payload. At most MaxRecordHeaders headers, as
+// for AppendBatch. The first record's timestamp is the batch's first.
+func (w *BatchWriter) Append(ts int64, id MessageID, key []byte, headerCount int, headers, payload []byte) {
+	if w.count == 0 {
+		w.first, w.maxTS = ts, ts
+	}
+	i, d := w.count, ts-w.first
+	body := recordHeadSize(i, d, key, headerCount) + len(headers) + len(payload)
+	b := appendHead(w.b, body, i, d, &id, key, headerCount)
+	b = append(b, headers...)
+	w.b = append(b, payload...)
+	w.count++
+	w.maxTS = max(w.maxTS, ts)
+}
+
+// appendHead appends the fields of the i-th record of a batch before its
+// headers; body is the size of the record after its length.
+func appendHead(b []byte, body, i int, tsDelta int64, id *MessageID, key []byte, headerCount int) []byte {
+	b = binary.AppendUvarint(b, uint64(body))
+	b = binary.AppendUvarint(b, uint64(i))
+	b = binary.AppendVarint(b, tsDelta)
+	b = append(b, id[:]...)
+	b = appendBytesField(b, key)
+	return binary.AppendUvarint(b, uint64(headerCount))
+}
+
+// Finish writes the batch's header with baseOffset and its CRC, and
+// returns dst extended with the batch. REQUIRES: at least one record
+// appended (it panics otherwise).
+func (w *BatchWriter) Finish(baseOffset int64) []byte {
+	if w.count == 0 {
+		panic("record: a batch with no records")
+	}
+	finishBatch(w.b[w.start:], w.count, baseOffset, w.first, w.maxTS)
+	return w.b
+}
+
+// finishBatch writes the header of batch h, whose records follow it.
+func finishBatch(h []byte, count int, baseOffset, first, maxTS int64) {
+	le.PutUint32(h[offLength:], uint32(len(h)-4))
+	h[offMagic] = Magic
+	h[offAttributes] = 0
+	le.PutUint16(h[offReserved:], 0)
+	le.PutUint32(h[offRecordCount:], uint32(count))
+	le.PutUint64(h[offBaseOffset:], uint64(baseOffset))
+	le.PutUint64(h[offRaftTerm:], 0)
+	le.PutUint64(h[offRaftIndex:], 0)
+	le.PutUint64(h[offFirstTimestamp:], uint64(first))
+	le.PutUint64(h[offMaxTimestamp:], uint64(maxTS))
+	le.PutUint32(h[offLastOffsetDelta:], uint32(count-1))
+	le.PutUint32(h[offCRC:], crc32.Checksum(h[offMagic:], castagnoli))
+}
+
+// recordHeadSize is the size of a record's body before its headers.
+func recordHeadSize(i int, tsDelta int64, key []byte, headerCount int) int {
+	return uvarintLen(uint64(i)) + varintLen(tsDelta) + len(MessageID{}) +
+		bytesFieldLen(key) + uvarintLen(uint64(headerCount))
+}
+
+// recordBodySize is the size of record r's body, the i-th of its batch.
 func recordBodySize(i int, r *Record, first int64) int {
 	n := uvarintLen(uint64(i)) + varintLen(r.Timestamp-first) + len(r.MessageID) +
 		bytesFieldLen(r.Key) + uvarintLen(uint64(len(r.Headers)))

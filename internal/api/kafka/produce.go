@@ -110,8 +110,7 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 					continue
 				}
 			}
-			b.assignIDs()
-			batch := record.AppendBatch(nil, 0, b.records)
+			batch := b.hermes
 			if codec := uint8(b.Attributes & attrCompression); codec != 0 {
 				// Stored uncompressed; Kafka consumers get it
 				// compressed as produced.

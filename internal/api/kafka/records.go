@@ -56,10 +56,11 @@ func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // batch holds at most record.MaxBatchBytes.
 const maxDecompressed = record.MaxBatchBytes
 
-// kafkaBatch is a produced batch, checked and decoded.
-type kafkaBatch struct {
+// producedBatch is a produced batch, checked, and its records encoded as
+// one Hermes batch.
+type producedBatch struct {
 	kmsg.RecordBatch
-	records []record.Record
+	hermes []byte
 }
 
 // errBatch is a produced batch Kafka would refuse, with its code.
@@ -75,12 +76,13 @@ func batchErr(c *kerr.Error, format string, args ...any) error {
 }
 
 // parseProduced checks the one batch of a produce partition (v3+ carry
-// exactly one) and decodes its records.
-func parseProduced(raw []byte) (*kafkaBatch, error) {
+// exactly one) and each of its records, as Kafka's broker does, and
+// encodes the records as one Hermes batch.
+func parseProduced(raw []byte) (*producedBatch, error) {
 	if len(raw) < batchHeaderLen {
 		return nil, batchErr(kerr.CorruptMessage, "record batch of %d bytes is shorter than its header", len(raw))
 	}
-	var b kafkaBatch
+	var b producedBatch
 	if err := b.ReadFrom(raw); err != nil {
 		return nil, batchErr(kerr.CorruptMessage, "record batch: %v", err)
 	}
@@ -106,58 +108,137 @@ func parseProduced(raw []byte) (*kafkaBatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.records = make([]record.Record, b.NumRecords)
-	var kr kmsg.Record
-	for i := range b.records {
-		l, n := kbin.Varint(data)
-		if n == 0 || l < 0 || int(l) > len(data)-n {
-			return nil, batchErr(kerr.CorruptMessage, "record %d: bad length", i)
-		}
-		if err := kr.ReadFrom(data[:n+int(l)]); err != nil {
-			return nil, batchErr(kerr.CorruptMessage, "record %d: %v", i, err)
-		}
-		data = data[n+int(l):]
-		if kr.OffsetDelta != int32(i) {
-			return nil, batchErr(kerr.InvalidRecord, "record %d has offset delta %d", i, kr.OffsetDelta)
-		}
-		r := &b.records[i]
-		r.Timestamp = (b.FirstTimestamp + kr.TimestampDelta64) * 1e6
-		r.Key = kr.Key
-		r.Payload = kr.Value
-		if len(kr.Headers) > record.MaxRecordHeaders {
-			return nil, batchErr(kerr.InvalidRecord, "record %d has %d headers; at most %d are allowed", i, len(kr.Headers), record.MaxRecordHeaders)
-		}
-		if len(kr.Headers) > 0 {
-			r.Headers = make([]record.Header, len(kr.Headers))
-			for j, h := range kr.Headers {
-				r.Headers[j] = record.Header{Key: h.Key, Value: h.Value}
-			}
-		}
-	}
-	if len(data) != 0 {
-		return nil, batchErr(kerr.CorruptMessage, "%d bytes after the batch's %d records", len(data), b.NumRecords)
+	if err := b.convert(data); err != nil {
+		return nil, err
 	}
 	return &b, nil
 }
 
 // idempotent reports whether the batch carries a producer id and sequence.
-func (b *kafkaBatch) idempotent() bool { return b.ProducerID >= 0 && b.FirstSequence >= 0 }
+func (b *producedBatch) idempotent() bool { return b.ProducerID >= 0 && b.FirstSequence >= 0 }
 
-// assignIDs gives the records their message ids.
-func (b *kafkaBatch) assignIDs() {
-	if b.idempotent() {
-		for i := range b.records {
-			b.records[i].MessageID = producerMessageID(b.ProducerID, b.ProducerEpoch, b.FirstSequence+int32(i))
+// maxGrowth bounds how many bytes longer a record is in Hermes' encoding
+// than in Kafka's: 16 for the message id and 9 for the timestamp delta
+// in nanoseconds, less the record's attributes byte and its value's
+// length; every other length is as long or shorter.
+const maxGrowth = 16 + 9 - 2
+
+// convert checks the records of the batch (data, uncompressed) as Kafka's
+// broker does — each record's length, its offset delta (its index in the
+// batch), every length within it, no bytes left over — and encodes them
+// in the same pass as b.hermes, each with its message id: from the
+// producer id, epoch and sequence of an idempotent producer, else from
+// a new UUIDv7 whose random tail counts up record by record.
+func (b *producedBatch) convert(data []byte) error {
+	var (
+		first   record.MessageID
+		w       = record.NewBatchWriter(nil, record.BatchHeaderSize+len(data)+maxGrowth*int(b.NumRecords))
+		headers []byte
+		p       int
+	)
+	if !b.idempotent() {
+		first = record.MessageID(uuid.Must(uuid.NewV7()))
+	}
+	for i := range int(b.NumRecords) {
+		l, q := varintAt(data, p)
+		if q > len(data) || l < 1 || l > int64(len(data)-q) {
+			return batchErr(kerr.CorruptMessage, "record %d: bad length", i)
 		}
-		return
-	}
-	first := record.MessageID(uuid.Must(uuid.NewV7()))
-	for i := range b.records {
+		body := data[q : q+int(l)]
+		p = q + int(l)
+		// After the attributes: none are defined for records.
+		tsDelta, q := varlongAt(body, 1)
+		od, q := varintAt(body, q)
+		if q <= len(body) && od != int64(i) {
+			return batchErr(kerr.InvalidRecord, "record %d has offset delta %d", i, od)
+		}
+		key, q := bytesAt(body, q)
+		value, q := bytesAt(body, q)
+		nh, q := varintAt(body, q)
+		if q <= len(body) && (nh < 0 || nh > record.MaxRecordHeaders) {
+			return batchErr(kerr.InvalidRecord, "record %d has %d headers; at most %d are allowed", i, nh, record.MaxRecordHeaders)
+		}
+		headers = headers[:0]
+		for range nh {
+			kl, r := varintAt(body, q)
+			if kl < 0 {
+				return batchErr(kerr.CorruptMessage, "record %d: header key of length %d", i, kl)
+			}
+			var k, v []byte
+			k, r = spanAt(body, r, kl)
+			v, q = bytesAt(body, r)
+			headers = record.AppendHeader(headers, k, v)
+		}
+		if q > len(body) {
+			return batchErr(kerr.CorruptMessage, "record %d: a field runs past the record's end", i)
+		}
+		if q != len(body) {
+			return batchErr(kerr.CorruptMessage, "record %d: %d bytes after its fields", i, len(body)-q)
+		}
 		id := first
-		// Records after the first count up in the id's random tail.
-		binary.BigEndian.PutUint32(id[12:], binary.BigEndian.Uint32(first[12:])+uint32(i))
-		b.records[i].MessageID = id
+		if b.idempotent() {
+			id = producerMessageID(b.ProducerID, b.ProducerEpoch, b.FirstSequence+int32(i))
+		} else {
+			binary.BigEndian.PutUint32(id[12:], binary.BigEndian.Uint32(first[12:])+uint32(i))
+		}
+		w.Append((b.FirstTimestamp+tsDelta)*1e6, id, key, int(nh), headers, value)
 	}
+	if p != len(data) {
+		return batchErr(kerr.CorruptMessage, "%d bytes after the batch's %d records", len(data)-p, b.NumRecords)
+	}
+	b.hermes = w.Finish(0)
+	return nil
+}
+
+// Reading Kafka's record fields: varintAt, varlongAt, bytesAt and spanAt
+// read at position p of b, as Kafka's broker reads them, and return the
+// position after what they read, or len(b)+1 (and zero values) when it
+// is malformed or runs past b's end, as they do when given that position.
+
+// varintAt reads a zig-zag varint of 32 bits (at most 5 bytes).
+func varintAt(b []byte, p int) (int64, int) {
+	if uint(p) < uint(len(b)) && b[p] < 0x80 { // most fields take one byte
+		return int64(b[p]>>1) ^ -int64(b[p]&1), p + 1
+	}
+	if p >= len(b) {
+		return 0, len(b) + 1
+	}
+	v, n := kbin.Varint(b[p:])
+	if n <= 0 {
+		return 0, len(b) + 1
+	}
+	return int64(v), p + n
+}
+
+// varlongAt reads a zig-zag varint of 64 bits (at most 10 bytes).
+func varlongAt(b []byte, p int) (int64, int) {
+	if p >= len(b) {
+		return 0, len(b) + 1
+	}
+	v, n := kbin.Varlong(b[p:])
+	if n <= 0 {
+		return 0, len(b) + 1
+	}
+	return v, p + n
+}
+
+// spanAt returns the n bytes at p.
+func spanAt(b []byte, p int, n int64) ([]byte, int) {
+	if p > len(b) || n < 0 || n > int64(len(b)-p) {
+		return nil, len(b) + 1
+	}
+	e := p + int(n)
+	return b[p:e:e], e
+}
+
+// bytesAt reads a length (a varint) and that many bytes; nil for a
+// negative length.
+func bytesAt(b []byte, p int) ([]byte, int) {
+	l, p := varintAt(b, p)
+	if l < 0 {
+		return nil, p
+	}
+	return spanAt(b, p, l)
 }
 
 // producerMessageID is the message id of the record of an idempotent
