@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -477,5 +478,65 @@ func TestNoSubscriptionOpensWhileDraining(t *testing.T) {
 		if _, err := b.Subscribe(context.Background(), opts); !errors.Is(err, ErrUnavailable) || !Retriable(err) {
 			t.Fatalf("subscribing (group %q) while draining: %v, want a retriable ErrUnavailable", opts.Group, err)
 		}
+	}
+}
+
+// TestPerformanceBatch: a packed batch in mode performance is checked as
+// a durable one (its CRC, the topic's record size, the transaction bits)
+// and its records without an id or a timestamp get the broker's before
+// they reach the ring.
+func TestPerformanceBatch(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, "fast", TopicConfig{MaxMessageBytes: 100}, false); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := b.Subscribe(ctx, SubscribeOptions{Topic: "fast", IncludePerformance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	publish := func(batch []byte, txn bool) error {
+		_, err := b.Publish(ctx, &PublishRequest{Topic: "fast", Partition: 0, Mode: ModePerformance, Batch: batch, Txn: txn})
+		return err
+	}
+	good := record.AppendBatch(nil, 0, []record.Record{{Payload: []byte("a")}, {MessageID: record.MessageID{7}, Timestamp: 42, Payload: []byte("b")}})
+	corrupt := bytes.Clone(good)
+	corrupt[len(corrupt)-1] ^= 1
+	large := record.AppendBatch(nil, 0, []record.Record{{MessageID: record.MessageID{1}, Timestamp: 1, Payload: make([]byte, 101)}})
+	txn := bytes.Clone(good)
+	record.SetTxnAttributes(txn, record.AttrTransactional)
+	for _, tc := range []struct {
+		name  string
+		batch []byte
+		txn   bool
+		want  error
+	}{
+		{"corrupt", corrupt, false, ErrCorruptBatch},
+		{"record too large", large, false, ErrMessageTooLarge},
+		{"transaction bits", txn, false, ErrCorruptBatch},
+		{"a transaction's batch", good, true, ErrInvalidArgument},
+		{"short", good[:len(good)-1], false, ErrCorruptBatch},
+	} {
+		if err := publish(tc.batch, tc.txn); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	before := time.Now().UnixNano()
+	if err := publish(good, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := pollN(ctx, sub, 10)
+	if err != nil || len(d.Records) != 2 {
+		t.Fatalf("poll = %+v, %v", d, err)
+	}
+	r0, r1 := d.Records[0].Record, d.Records[1].Record
+	if r0.MessageID.IsZero() || r0.Timestamp < before || string(r0.Payload) != "a" || r0.Offset != 0 {
+		t.Errorf("record without id and timestamp: %+v", r0)
+	}
+	if r1.MessageID != (record.MessageID{7}) || r1.Timestamp != 42 || string(r1.Payload) != "b" || r1.Offset != 1 {
+		t.Errorf("record with its own id and timestamp: %+v", r1)
 	}
 }

@@ -147,23 +147,13 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, span tra
 		done(nil, err)
 		return
 	}
+	if mode == ModePerformance {
+		b.publishPerformance(t, p, req, done)
+		return
+	}
 	batch, n, err := b.prepareBatch(t, req.Batch, req.Txn)
 	if err != nil {
 		done(nil, err)
-		return
-	}
-	if mode == ModePerformance && req.Txn {
-		done(nil, errorf(ErrInvalidArgument, "a transaction's records are durable, not mode %s", mode))
-		return
-	}
-	if mode == ModePerformance {
-		recs, err := record.DecodeRecords(nil, batch)
-		if err != nil {
-			done(nil, errorf(ErrCorruptBatch, "%v", err))
-			return
-		}
-		first := b.appendRing(p, recs, len(batch), nil)
-		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: first, Count: n}, nil)
 		return
 	}
 	b.appendDurable(p, batch, n, mode, false, span, func(base int64, via string, err error) {
@@ -175,6 +165,44 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, span tra
 	})
 }
 
+// publishPerformance publishes a packed batch in mode performance: its
+// records, checked and decoded in one pass, go to the partition's ring.
+func (b *Broker) publishPerformance(t *topic, p *partition, req *PublishRequest, done func(*PublishResult, error)) {
+	if req.Txn {
+		done(nil, errorf(ErrInvalidArgument, "a transaction's records are durable, not mode %s", ModePerformance))
+		return
+	}
+	recs, h, st, err := record.DecodeInspect(nil, req.Batch)
+	if err != nil {
+		done(nil, errorf(ErrCorruptBatch, "%v", err))
+		return
+	}
+	if err := checkBatch(t, h, st, len(req.Batch), false); err != nil {
+		done(nil, err)
+		return
+	}
+	if st.MissingIDs > 0 || st.MissingTimestamps > 0 {
+		fillRecords(recs, time.Now().UnixNano())
+	}
+	first := b.appendRing(p, recs, len(req.Batch), nil)
+	done(&PublishResult{Mode: ModePerformance, Partition: p.id, BaseOffset: first, Count: len(recs)}, nil)
+}
+
+// checkBatch checks a packed batch of size bytes, its header h and Stats
+// st against the topic's limits.
+func checkBatch(t *topic, h record.BatchHeader, st record.Stats, size int, txn bool) error {
+	if (h.Transactional() || h.Control()) && !txn {
+		return errorf(ErrCorruptBatch, "batch attributes %#02x: the transaction bits are the broker's Kafka adapter's", h.Attributes)
+	}
+	if h.Size() != size {
+		return errorf(ErrCorruptBatch, "batch is %d bytes but its header says %d", size, h.Size())
+	}
+	if limit := int(t.config().MaxMessageBytes); st.MaxRecordBytes > limit {
+		return errorf(ErrMessageTooLarge, "a record of the batch is %d bytes; topic %q allows %d", st.MaxRecordBytes, t.name, limit)
+	}
+	return nil
+}
+
 // prepareBatch validates a packed batch against the topic's limits and
 // gives records without an id or a timestamp the broker's. It returns the
 // batch to append (b itself unless it had to be re-encoded).
@@ -183,16 +211,10 @@ func (b *Broker) prepareBatch(t *topic, batch []byte, txn bool) ([]byte, int, er
 	if err != nil {
 		return nil, 0, errorf(ErrCorruptBatch, "%v", err)
 	}
-	if (h.Transactional() || h.Control()) && !txn {
-		return nil, 0, errorf(ErrCorruptBatch, "batch attributes %#02x: the transaction bits are the broker's Kafka adapter's", h.Attributes)
-	}
-	if h.Size() != len(batch) {
-		return nil, 0, errorf(ErrCorruptBatch, "batch is %d bytes but its header says %d", len(batch), h.Size())
+	if err := checkBatch(t, h, st, len(batch), txn); err != nil {
+		return nil, 0, err
 	}
 	n := int(h.RecordCount)
-	if limit := int(t.config().MaxMessageBytes); st.MaxRecordBytes > limit {
-		return nil, 0, errorf(ErrMessageTooLarge, "a record of the batch is %d bytes; topic %q allows %d", st.MaxRecordBytes, t.name, limit)
-	}
 	if st.MissingIDs == 0 && st.MissingTimestamps == 0 {
 		return batch, n, nil
 	}

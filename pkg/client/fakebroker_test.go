@@ -41,15 +41,20 @@ type fakeBroker struct {
 	stall      bool
 	// unaryFails: answer the next N unary publishes UNAVAILABLE, then
 	// hold the next one until its caller gives up.
-	unaryFails  int
-	noRead      bool // PublishStream never reads its requests (flow control stops the client)
-	keepDups    bool // store records with known message ids again (a broker with duplicate detection off)
-	streamsOpen int
-	subBreak    int  // abort a subscription after this many deliveries, once
-	subRefuse   bool // refuse new subscriptions as UNAVAILABLE
-	subOpens    []*hermesv1.SubscribeOptions
-	dups        int // duplicate records dropped
-	granted     int // credit records granted back by subscribers
+	unaryFails int
+	noRead     bool // PublishStream never reads its requests (flow control stops the client)
+	// answerDelay: PublishStream answers each request this long after it
+	// came, from a goroutine of its own, reading on meanwhile; inFlight
+	// counts the requests read and not answered, maxInFlight its peak.
+	answerDelay           time.Duration
+	inFlight, maxInFlight int
+	keepDups              bool // store records with known message ids again (a broker with duplicate detection off)
+	streamsOpen           int
+	subBreak              int  // abort a subscription after this many deliveries, once
+	subRefuse             bool // refuse new subscriptions as UNAVAILABLE
+	subOpens              []*hermesv1.SubscribeOptions
+	dups                  int // duplicate records dropped
+	granted               int // credit records granted back by subscribers
 	// Byte credit of the latest subscription, measured as the real broker
 	// charges it: each Record's key, payload and headers plus 32, len(data)
 	// of each RecordBatch.
@@ -229,11 +234,14 @@ func (f *fakeBroker) Publish(ctx context.Context, r *hermesv1.PublishRequest) (*
 func (f *fakeBroker) PublishStream(st hermesv1.Hermes_PublishStreamServer) error {
 	f.mu.Lock()
 	f.streamsOpen++
-	noRead := f.noRead
+	noRead, delay := f.noRead, f.answerDelay
 	f.mu.Unlock()
 	if noRead {
 		<-st.Context().Done()
 		return nil
+	}
+	if delay > 0 {
+		return f.publishStreamDelayed(st, delay)
 	}
 	for n := 1; ; n++ {
 		req, err := st.Recv()
@@ -271,6 +279,44 @@ func (f *fakeBroker) PublishStream(st hermesv1.Hermes_PublishStreamServer) error
 		if err := st.Send(resp); err != nil {
 			return err
 		}
+	}
+}
+
+// publishStreamDelayed is PublishStream with answerDelay: requests are
+// read as they come and each is applied and answered delay after it was
+// read, in order.
+func (f *fakeBroker) publishStreamDelayed(st hermesv1.Hermes_PublishStreamServer, delay time.Duration) error {
+	type read struct {
+		req *hermesv1.PublishRequest
+		at  time.Time
+	}
+	pending := make(chan read, 1024)
+	answered := make(chan error, 1)
+	go func() {
+		for r := range pending {
+			time.Sleep(time.Until(r.at.Add(delay)))
+			resp := f.publishPacked(r.req)
+			f.mu.Lock()
+			f.inFlight--
+			f.mu.Unlock()
+			if err := st.Send(resp); err != nil {
+				answered <- err
+				return
+			}
+		}
+		answered <- nil
+	}()
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			close(pending)
+			return <-answered
+		}
+		f.mu.Lock()
+		f.inFlight++
+		f.maxInFlight = max(f.maxInFlight, f.inFlight)
+		f.mu.Unlock()
+		pending <- read{req, time.Now()}
 	}
 }
 

@@ -86,7 +86,8 @@ func WithMaxBufferedBytes(n int64) ProducerOption {
 // back, as a Kafka producer's next batch does while its requests are in
 // flight: at a moderate rate the records of a round trip travel as one
 // batch (one request, one log entry) instead of one each. A batch that
-// fills (WithMaxBatchBytes, WithMaxBatchRecords) goes at once.
+// fills (WithMaxBatchBytes, WithMaxBatchRecords) goes at once, and so do
+// the batches Flush and Close send.
 func WithMaxInFlightPerPartition(n int) ProducerOption {
 	return producerOption(func(c *producerConfig) { c.perPartition = max(n, 0) })
 }

@@ -80,6 +80,48 @@ func TestProducerPublishes(t *testing.T) {
 	}
 }
 
+// TestProducerMaxInFlightPerPartition: with a bound of one, a partition
+// never has more than one batch unanswered at the broker, and every
+// record lands once, in order; without the bound, batches pile up
+// unanswered (so the first check can fail). Close, which sends what is
+// left at once, comes after every answer.
+func TestProducerMaxInFlightPerPartition(t *testing.T) {
+	for _, bound := range []int{1, 0} {
+		fb, c := startFake(t)
+		fb.answerDelay = 5 * time.Millisecond
+		mustCreate(t, c, "bounded", 1)
+		p, err := c.NewProducer(testCtx(t), "bounded", WithMaxInFlightPerPartition(bound))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var futs []*Future
+		for i := range 300 {
+			futs = append(futs, p.Publish(testCtx(t), &Message{Payload: []byte(fmt.Sprint(i))}))
+			if i%10 == 9 {
+				time.Sleep(time.Millisecond) // let batches go out between records
+			}
+		}
+		checkAcks(t, fb, "bounded", futs)
+		for i, f := range futs {
+			if a, _ := f.Wait(testCtx(t)); a.Offset != int64(i) {
+				t.Fatalf("bound %d: record %d at offset %d", bound, i, a.Offset)
+			}
+		}
+		if err := p.Close(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		fb.mu.Lock()
+		peak := fb.maxInFlight
+		fb.mu.Unlock()
+		switch {
+		case bound == 1 && peak != 1:
+			t.Errorf("bound 1: %d batches of the partition were unanswered at once", peak)
+		case bound == 0 && peak < 2:
+			t.Errorf("no bound: never more than %d batch unanswered; the bounded run shows nothing", peak)
+		}
+	}
+}
+
 // TestProducerPublishBatch: records given as slices land once each, at
 // the offsets their Futures say, in order within a key's partition; a
 // record too large fails alone; a slice larger than the buffer bound

@@ -47,6 +47,11 @@ func checkValidateProperty(t *testing.T, b []byte) {
 	if (oneErr == nil) != (err == nil) {
 		t.Fatalf("ValidateBatch says %v, DecodeValidBatch %v", err, oneErr)
 	}
+	_, st, inspectErr := Inspect(b)
+	_, _, oneSt, oneInspectErr := DecodeInspect(nil, b)
+	if (inspectErr == nil) != (err == nil) || (oneInspectErr == nil) != (err == nil) || err == nil && st != oneSt {
+		t.Fatalf("ValidateBatch says %v; Inspect %v and %+v; DecodeInspect %v and %+v", err, inspectErr, st, oneInspectErr, oneSt)
+	}
 	if err == nil {
 		two, _ := DecodeRecords(nil, b)
 		if oneH != h || len(one) != len(two) {
