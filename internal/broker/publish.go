@@ -188,14 +188,24 @@ func (b *Broker) publishPerformance(t *topic, p *partition, req *PublishRequest,
 	done(&PublishResult{Mode: ModePerformance, Partition: p.id, BaseOffset: first, Count: len(recs)}, nil)
 }
 
-// checkBatch checks a packed batch of size bytes, its header h and Stats
-// st against the topic's limits.
-func checkBatch(t *topic, h record.BatchHeader, st record.Stats, size int, txn bool) error {
+// CheckBatchHeader checks the header h of a packed batch of size bytes,
+// as a publish does: its size, and its transaction bits, which only a
+// transaction's publish (txn) may set.
+func CheckBatchHeader(h record.BatchHeader, size int, txn bool) error {
 	if (h.Transactional() || h.Control()) && !txn {
 		return errorf(ErrCorruptBatch, "batch attributes %#02x: the transaction bits are the broker's Kafka adapter's", h.Attributes)
 	}
 	if h.Size() != size {
 		return errorf(ErrCorruptBatch, "batch is %d bytes but its header says %d", size, h.Size())
+	}
+	return nil
+}
+
+// checkBatch checks a packed batch of size bytes, its header h and Stats
+// st against the topic's limits.
+func checkBatch(t *topic, h record.BatchHeader, st record.Stats, size int, txn bool) error {
+	if err := CheckBatchHeader(h, size, txn); err != nil {
+		return err
 	}
 	if limit := int(t.config().MaxMessageBytes); st.MaxRecordBytes > limit {
 		return errorf(ErrMessageTooLarge, "a record of the batch is %d bytes; topic %q allows %d", st.MaxRecordBytes, t.name, limit)

@@ -654,14 +654,29 @@ func (s *wireSubscribe) delivered(d *wire.Delivery) {
 	for _, b := range d.Batches {
 		ds.Batches = append(ds.Batches, &hermesv1.RecordBatch{Partition: d.Partition, Data: b})
 	}
+	// One allocation for the delivery's records, one for their headers.
+	prs := make([]hermesv1.Record, len(d.Records))
+	ds.Records = make([]*hermesv1.Record, len(d.Records))
+	var phs []hermesv1.Header
 	for i := range d.Records {
-		r := &d.Records[i]
-		pr := &hermesv1.Record{MessageId: r.MessageID[:], Key: r.Key, Payload: r.Payload, TimestampUnixNano: r.Timestamp,
-			Partition: d.Partition, Offset: r.Offset, Mode: hermesv1.DeliveryMode(d.Mode), DeliveryCount: uint32(d.DeliveryCounts[i])}
-		for _, h := range r.Headers {
-			pr.Headers = append(pr.Headers, &hermesv1.Header{Key: h.Key, Value: h.Value})
+		r, pr := &d.Records[i], &prs[i]
+		pr.MessageId, pr.Key, pr.Payload, pr.TimestampUnixNano = r.MessageID[:], r.Key, r.Payload, r.Timestamp
+		pr.Partition, pr.Offset, pr.Mode, pr.DeliveryCount = d.Partition, r.Offset, hermesv1.DeliveryMode(d.Mode), uint32(d.DeliveryCounts[i])
+		if len(r.Headers) > 0 {
+			if phs == nil {
+				n := 0
+				for j := i; j < len(d.Records); j++ {
+					n += len(d.Records[j].Headers)
+				}
+				phs = make([]hermesv1.Header, 0, n)
+			}
+			pr.Headers = make([]*hermesv1.Header, len(r.Headers))
+			for j, h := range r.Headers {
+				phs = append(phs, hermesv1.Header{Key: h.Key, Value: h.Value})
+				pr.Headers[j] = &phs[len(phs)-1]
+			}
 		}
-		ds.Records = append(ds.Records, pr)
+		ds.Records[i] = pr
 	}
 	if len(ds.Batches) == 0 && len(ds.Records) == 0 && ds.Missed == 0 {
 		return

@@ -22,15 +22,17 @@ type livePair struct {
 	ack, del []byte // room for its PUBLISH_ACK and the DELIVER
 }
 
-func newLivePair(t testing.TB) *livePair {
+// realServer serves hermes-wire on a real broker (in a temporary
+// directory) with one topic "fast" of the given partitions, on a
+// loopback listener whose address it returns.
+func realServer(t testing.TB, partitions int32) string {
 	t.Helper()
 	b, err := broker.Open(broker.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	ctx := context.Background()
-	if _, err := b.CreateTopic(ctx, "fast", broker.TopicConfig{Partitions: 1}, false); err != nil {
+	if _, err := b.CreateTopic(context.Background(), "fast", broker.TopicConfig{Partitions: partitions}, false); err != nil {
 		t.Fatal(err)
 	}
 	s := New(b, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -40,7 +42,14 @@ func newLivePair(t testing.TB) *livePair {
 	}
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Close() })
-	subscriber, err := wire.Dial(ctx, ln.Addr().String(), wire.Options{})
+	return ln.Addr().String()
+}
+
+func newLivePair(t testing.TB) *livePair {
+	t.Helper()
+	addr := realServer(t, 1)
+	ctx := context.Background()
+	subscriber, err := wire.Dial(ctx, addr, wire.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +57,8 @@ func newLivePair(t testing.TB) *livePair {
 	// The subscriber is a raw connection after its handshake, so that
 	// reading a DELIVER allocates nothing of the test's own.
 	p := &livePair{}
-	p.pub = rawHello(t, ln.Addr().String())
-	p.sub = rawHello(t, ln.Addr().String())
+	p.pub = rawHello(t, addr)
+	p.sub = rawHello(t, addr)
 	open, at := wire.BeginFrame(nil, wire.FrameOpenTopic, 0, 1)
 	for _, c := range []net.Conn{p.pub, p.sub} {
 		c.Write(wire.FinishFrame(wire.AppendStr(open, "fast"), at))
@@ -127,6 +136,20 @@ func TestLivePathAllocatesNothing(t *testing.T) {
 	}
 	if avg := testing.AllocsPerRun(2000, func() { p.roundTrip(t) }); avg != 0 {
 		t.Fatalf("%.2f allocations per record on the live path", avg)
+	}
+}
+
+// TestLivePackedBatchAllocatesNothing: so does a packed batch of
+// performance records: decoded where it was read, not copied.
+func TestLivePackedBatchAllocatesNothing(t *testing.T) {
+	p := newLivePair(t)
+	recs := []record.Record{{Timestamp: 1, Payload: make([]byte, 96)}, {Timestamp: 2, Payload: make([]byte, 96)}}
+	p.frame = wire.AppendPublishBatch(nil, 3, 1, 0, wire.ModePerformance, record.AppendBatch(nil, 0, recs))
+	for range 100 {
+		p.roundTrip(t)
+	}
+	if avg := testing.AllocsPerRun(2000, func() { p.roundTrip(t) }); avg != 0 {
+		t.Fatalf("%.2f allocations per packed batch on the live path", avg)
 	}
 }
 

@@ -15,7 +15,11 @@ func (c *conn) publish(h wire.Header, d *wire.Decoder) error {
 	mode := d.U8("mode")
 	format := d.U8("format")
 	d.Zero(2, "reserved")
-	var batch []byte
+	var (
+		batch []byte
+		live  bool  // a batch decoded into recs for the live path
+		bad   error // what is wrong with that batch
+	)
 	recs := c.recs[:0]
 	switch format {
 	case wire.FormatRecords:
@@ -29,6 +33,17 @@ func (c *conn) publish(h wire.Header, d *wire.Decoder) error {
 		}
 	case wire.FormatBatch:
 		batch = d.Rest()
+		if mode == wire.ModePerformance && partition != broker.AnyPartition {
+			// Decoded here, as a PUBLISH of records is: the live path
+			// takes records, and the batch is not copied.
+			var bh record.BatchHeader
+			if recs, bh, bad = record.DecodeValidBatch(recs, batch); bad != nil {
+				bad = broker.Errorf(broker.ErrCorruptBatch, "%v", bad)
+			} else {
+				bad = broker.CheckBatchHeader(bh, len(batch), false)
+			}
+			live = true
+		}
 	default:
 		d.Fail("unknown format %d", format)
 	}
@@ -45,7 +60,11 @@ func (c *conn) publish(h wire.Header, d *wire.Decoder) error {
 		c.answerError(h.Corr, broker.Errorf(broker.ErrInvalidArgument, "unknown delivery mode %d", mode))
 		return nil
 	}
-	if mode == wire.ModePerformance && batch == nil && (partition != broker.AnyPartition || len(recs) == 1) {
+	if bad != nil {
+		c.answerError(h.Corr, bad)
+		return nil
+	}
+	if live || mode == wire.ModePerformance && batch == nil && (partition != broker.AnyPartition || len(recs) == 1) {
 		pid, first, err := c.s.api.PublishLive(c.ctx, name, partition, recs, c)
 		if err != nil {
 			c.answerError(h.Corr, err)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -250,5 +251,74 @@ func TestHandshakeCapabilities(t *testing.T) {
 			t.Fatalf("client id %q: subscribed as %q in group %q", id, got.ClientID, got.Group)
 		}
 		sub.Close(ctx)
+	}
+}
+
+// TestLivePackedBatch: a packed batch published in mode performance to a
+// partition takes the live path: acknowledged, and delivered to a live
+// subscriber with its records as published. A batch that does not check
+// out (its CRC, bytes after it, the transaction bits) is refused with
+// CORRUPT_BATCH, and the connection serves on.
+func TestLivePackedBatch(t *testing.T) {
+	addr := realServer(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pub, subc := dialTest(t, addr), dialTest(t, addr)
+	top, err := pub.OpenTopic(ctx, "fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := subc.OpenTopic(ctx, "fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := subc.Subscribe(ctx, wire.SubscribeOptions{Topic: stop.ID, Partitions: []int32{1}, Performance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(batch []byte) (wire.Ack, error) {
+		ch := make(chan error, 1)
+		var ack wire.Ack
+		if err := pub.PublishBatchAsync(ctx, top.ID, 1, wire.ModePerformance, batch, func(a wire.Ack, err error) {
+			ack = a
+			ch <- err
+		}); err != nil {
+			return ack, err
+		}
+		return ack, <-ch
+	}
+	recs := []record.Record{
+		{MessageID: record.MessageID{1}, Timestamp: 5, Key: []byte("k"), Payload: []byte("a"), Headers: []record.Header{{Key: "h", Value: []byte("v")}}},
+		{Timestamp: 6, Payload: []byte("b")},
+	}
+	good := record.AppendBatch(nil, 0, recs)
+	corrupt := bytes.Clone(good)
+	corrupt[len(corrupt)-1] ^= 1
+	txn := bytes.Clone(good)
+	record.SetTxnAttributes(txn, record.AttrTransactional)
+	for name, batch := range map[string][]byte{"bad CRC": corrupt, "bytes after it": append(bytes.Clone(good), 0), "transaction bits": txn} {
+		var we *wire.Error
+		if _, err := publish(batch); !errors.As(err, &we) || we.Code != 12 {
+			t.Errorf("%s: %v, want CORRUPT_BATCH", name, err)
+		}
+	}
+	ack, err := publish(good)
+	if err != nil || ack.Partition != 1 || ack.Count != 2 || ack.Mode != wire.ModePerformance {
+		t.Fatalf("ack %+v, %v", ack, err)
+	}
+	var got []record.Record
+	for len(got) < 2 {
+		d, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d.Records...)
+	}
+	if got[0].MessageID != recs[0].MessageID || string(got[0].Key) != "k" || string(got[0].Payload) != "a" ||
+		len(got[0].Headers) != 1 || string(got[0].Headers[0].Value) != "v" || got[0].Timestamp != 5 {
+		t.Errorf("first record %+v", got[0])
+	}
+	if got[1].MessageID.IsZero() || string(got[1].Payload) != "b" || got[1].Timestamp != 6 || got[1].Offset != got[0].Offset+1 {
+		t.Errorf("second record %+v (its id the node's)", got[1])
 	}
 }
