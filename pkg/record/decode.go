@@ -36,6 +36,17 @@ type Stats struct {
 	MissingTimestamps int
 }
 
+// count adds record r, whose timestamp is ts, to the Stats.
+func (st *Stats) count(r *rawRecord, ts int64) {
+	st.MaxRecordBytes = max(st.MaxRecordBytes, len(r.key)+len(r.headers)+len(r.payload))
+	if ts == 0 {
+		st.MissingTimestamps++
+	}
+	if MessageID(r.id).IsZero() {
+		st.MissingIDs++
+	}
+}
+
 // Inspect is ValidateBatch that also returns the batch's Stats, in the
 // same single pass over the records.
 func Inspect(b []byte) (BatchHeader, Stats, error) {
@@ -65,13 +76,7 @@ func walk(h BatchHeader, recs []byte) (st Stats, nHeaders, keyBytes int, err err
 		}
 		ts := h.FirstTimestamp + r.tsDelta
 		maxTS = max(maxTS, ts)
-		st.MaxRecordBytes = max(st.MaxRecordBytes, len(r.key)+len(r.headers)+len(r.payload))
-		if ts == 0 {
-			st.MissingTimestamps++
-		}
-		if MessageID(r.id).IsZero() {
-			st.MissingIDs++
-		}
+		st.count(&r, ts)
 		nHeaders += r.nHeaders
 		keyBytes += r.keyBytes
 	}
@@ -127,16 +132,9 @@ func DecodeInspect(dst []Record, b []byte) ([]Record, BatchHeader, Stats, error)
 		}
 		ts := h.FirstTimestamp + r.tsDelta
 		maxTS = max(maxTS, ts)
-		st.MaxRecordBytes = max(st.MaxRecordBytes, len(r.key)+len(r.headers)+len(r.payload))
-		if ts == 0 {
-			st.MissingTimestamps++
-		}
+		st.count(&r, ts)
 		dst = append(dst, Record{Offset: h.BaseOffset + int64(i), Timestamp: ts, Key: r.key, Payload: r.payload})
-		rec := &dst[len(dst)-1]
-		copy(rec.MessageID[:], r.id)
-		if rec.MessageID.IsZero() {
-			st.MissingIDs++
-		}
+		copy(dst[len(dst)-1].MessageID[:], r.id)
 		nHeaders += r.nHeaders
 		keyBytes += r.keyBytes
 	}
