@@ -217,6 +217,12 @@ func TestBenchCommand(t *testing.T) {
 				Seconds float64 `json:"cpu_seconds"`
 			} `json:"whole_run"`
 		} `json:"broker_cpu"`
+		ClientCPU struct {
+			Total struct {
+				PID     int     `json:"pid"`
+				Seconds float64 `json:"cpu_seconds"`
+			} `json:"whole_run"`
+		} `json:"client_cpu"`
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil {
@@ -236,6 +242,10 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if len(rep.BrokerCPU.Total) != 1 || rep.BrokerCPU.Total[0].Seconds <= 0 {
 		t.Errorf("broker cpu: %+v", rep.BrokerCPU)
+	}
+	// The load generator's own CPU: it published and verified records.
+	if rep.ClientCPU.Total.PID <= 0 || rep.ClientCPU.Total.Seconds <= 0 {
+		t.Errorf("load generator cpu: %+v", rep.ClientCPU)
 	}
 }
 
@@ -344,7 +354,7 @@ func TestBenchRelay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, text)
 	}
-	for _, want := range []string{"latency distribution:", "20-50µs", "cpu       broker pid"} {
+	for _, want := range []string{"latency distribution:", "20-50µs", "cpu       broker pid", "cpu       load generator pid"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("no %q in\n%s", want, text)
 		}

@@ -59,6 +59,7 @@ type MatrixRow struct {
 	Errors     int64      `json:"errors"`
 	Passed     bool       `json:"passed"`
 	BrokerCPU  float64    `json:"broker_cpu_cores,omitempty"`
+	ClientCPU  float64    `json:"client_cpu_cores,omitempty"`
 	durability string
 }
 
@@ -143,6 +144,9 @@ func runCell(ctx context.Context, base Config, target string, cell MatrixCell, o
 			row.BrokerCPU += c.Cores
 		}
 	}
+	if rep.ClientCPU != nil {
+		row.ClientCPU = rep.ClientCPU.Publish.Cores
+	}
 	return row
 }
 
@@ -162,15 +166,15 @@ func (m *MatrixReport) sizeTable(w io.Writer) {
 		return
 	}
 	fmt.Fprintln(w, "\n### Sizes and workers (closed loop, fixed counts)")
-	fmt.Fprintln(w, "\n| test | target | msgs/s | MB/s | ack p50 / p99 ms | e2e p50 / p99 ms | lost | dup | errors | broker CPU |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "\n| test | target | msgs/s | MB/s | ack p50 / p99 ms | e2e p50 / p99 ms | lost | dup | errors | broker CPU | load generator CPU |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(w, "| %s | %s | error: %s | | | | | | | |\n", r.Cell.Name, r.Target, strings.ReplaceAll(r.Error, "|", "/"))
+			fmt.Fprintf(w, "| %s | %s | error: %s | | | | | | | | |\n", r.Cell.Name, r.Target, strings.ReplaceAll(r.Error, "|", "/"))
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %s / %s | %s / %s | %d | %d | %d | %s |\n", r.Cell.Name, r.Target, r.MsgsPerSec, r.MBPerSec,
-			ms(r.Ack.P50), ms(r.Ack.P99), ms(r.E2E.P50), ms(r.E2E.P99), r.Lost, r.Duplicates, r.Errors, cores(r.BrokerCPU))
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.2f | %s / %s | %s / %s | %d | %d | %d | %s | %s |\n", r.Cell.Name, r.Target, r.MsgsPerSec, r.MBPerSec,
+			ms(r.Ack.P50), ms(r.Ack.P99), ms(r.E2E.P50), ms(r.E2E.P99), r.Lost, r.Duplicates, r.Errors, cores(r.BrokerCPU), cores(r.ClientCPU))
 	}
 }
 

@@ -31,6 +31,10 @@ type Report struct {
 	ErrorSamples map[string]string `json:"error_samples,omitempty"`
 	Events       []Event           `json:"events,omitempty"`
 	BrokerCPU    *CPUReport        `json:"broker_cpu,omitempty"`
+	// ClientCPU is this load generator's own CPU (publishers, the
+	// subscriber, verification): on a machine it shares with the broker,
+	// what it used was not the broker's.
+	ClientCPU *ClientCPU `json:"client_cpu,omitempty"`
 	// Passed is false when verification found a lost, corrupt, leaked,
 	// out-of-order or unattributable record; Problems says which.
 	Passed   bool     `json:"passed"`
@@ -99,6 +103,13 @@ type SubscribeStats struct {
 type CPUReport struct {
 	Publish []BrokerCPU `json:"publish_window"`
 	Total   []BrokerCPU `json:"whole_run"`
+}
+
+// ClientCPU is the load generator process's CPU over the publish window
+// and over the whole run.
+type ClientCPU struct {
+	Publish BrokerCPU `json:"publish_window"`
+	Total   BrokerCPU `json:"whole_run"`
 }
 
 func sortCPU(c []BrokerCPU) []BrokerCPU {
@@ -257,6 +268,9 @@ func (rep *Report) Print(w io.Writer) {
 			}
 			fmt.Fprintf(w, "cpu       broker pid %d: %.2f s CPU, %.2f cores%s\n", b.PID, b.Seconds, b.Cores, pub)
 		}
+	}
+	if c := rep.ClientCPU; c != nil {
+		fmt.Fprintf(w, "cpu       load generator pid %d: %.2f s CPU, %.2f cores (publish window %.2f cores)\n", c.Total.PID, c.Total.Seconds, c.Total.Cores, c.Publish.Cores)
 	}
 	switch {
 	case rep.Verification == nil:

@@ -20,6 +20,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -178,7 +179,8 @@ func (r *run) publishers(ctx context.Context) ([]workerPubs, error) {
 
 // execute runs the publishing, scenario and drain phases.
 func (r *run) execute(ctx context.Context, pubs []workerPubs, sc *scenario) (*Report, error) {
-	cpu0 := sampleCPU(r.cfg.BrokerPIDs)
+	self := []int{os.Getpid()}
+	cpu0, own0 := sampleCPU(r.cfg.BrokerPIDs), sampleCPU(self)
 	r.start = time.Now()
 	r.end = r.start.Add(r.cfg.Duration)
 	r.lastAnswer.Store(r.start.UnixNano())
@@ -198,17 +200,20 @@ func (r *run) execute(ctx context.Context, pubs []workerPubs, sc *scenario) (*Re
 	}
 	wg.Wait()
 	r.pubEnd = time.Unix(0, r.lastAnswer.Load())
-	cpu1 := sampleCPU(r.cfg.BrokerPIDs)
+	cpu1, own1 := sampleCPU(r.cfg.BrokerPIDs), sampleCPU(self)
 	sc.publishEnded(r)
 	close(pubDone)
 	drain := sc.drain(ctx, r)
-	cpu2 := sampleCPU(r.cfg.BrokerPIDs)
+	cpu2, own2 := sampleCPU(r.cfg.BrokerPIDs), sampleCPU(self)
 	stopProgress()
 	sc.stop(r)
 	rep := r.report(sc, drain)
 	rep.BrokerCPU = &CPUReport{Publish: sortCPU(cpuBetween(cpu0, cpu1)), Total: sortCPU(cpuBetween(cpu0, cpu2))}
 	if len(r.cfg.BrokerPIDs) == 0 {
 		rep.BrokerCPU = nil
+	}
+	if pub, all := cpuBetween(own0, own1), cpuBetween(own0, own2); len(pub) == 1 && len(all) == 1 {
+		rep.ClientCPU = &ClientCPU{Publish: pub[0], Total: all[0]}
 	}
 	return rep, nil
 }

@@ -84,17 +84,25 @@ func TestPublishFetchRoundTrip(t *testing.T) {
 		t.Fatalf("acks = %d, mode %v", len(res.Acks), res.Mode)
 	}
 	seen := 0
+	stored := map[RecordAck]string{}
 	for p := int32(0); p < 3; p++ {
 		got := fetchAll(t, b, "orders", p)
 		for i, r := range got {
 			if r.Offset != int64(i) || r.MessageID.IsZero() || r.Timestamp == 0 {
 				t.Fatalf("partition %d record %d: %+v", p, i, r)
 			}
+			stored[RecordAck{Partition: p, Offset: r.Offset}] = string(r.Payload)
 		}
 		seen += len(got)
 	}
 	if seen != 30 {
 		t.Fatalf("fetched %d records, want 30", seen)
+	}
+	// Each record's acknowledgement names where it is.
+	for i, a := range res.Acks {
+		if stored[a] != string(in[i].Payload) {
+			t.Fatalf("record %d acknowledged at %+v, which holds %q", i, a, stored[a])
+		}
 	}
 	// Same key, same partition.
 	for i := range in {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/hermes-mq/hermes/internal/auth"
+	"slices"
 	"sync"
 	"time"
 
@@ -417,15 +418,23 @@ func (b *Broker) publishRecords(t *topic, req *PublishRequest, mode Mode, span t
 		}
 		done(res, nil)
 	}}
-	for pid, idx := range groups {
-		b.publishGroup(t.partitions()[pid], req.Records, idx, mode, len(groups) == 1, span, res, agg)
+	for _, g := range groups {
+		b.publishGroup(t.partitions()[g.pid], req.Records, g.idx, mode, len(groups) == 1, span, res, agg)
 	}
 }
 
-// route returns, per partition, the indexes of the records going there.
-func (b *Broker) route(t *topic, req *PublishRequest) map[int32][]int {
+// routed is the records of a publish going to one partition: the indexes
+// idx of the request's records, or all of them when idx is nil.
+type routed struct {
+	pid int32
+	idx []int
+}
+
+// route returns, per partition, the records going there. A publish whose
+// records all go to one partition (the usual case) allocates no index.
+func (b *Broker) route(t *topic, req *PublishRequest) []routed {
 	n := int32(len(t.partitions()))
-	groups := make(map[int32][]int, 1)
+	var groups []routed
 	keyless := int32(-1)
 	for i := range req.Records {
 		pid := req.Partition
@@ -445,18 +454,45 @@ func (b *Broker) route(t *topic, req *PublishRequest) map[int32][]int {
 				pid = keyless
 			}
 		}
-		groups[pid] = append(groups[pid], i)
+		switch {
+		case i == 0:
+			groups = []routed{{pid: pid}}
+		case len(groups) == 1 && groups[0].idx == nil && groups[0].pid == pid:
+			// all records so far go to one partition
+		default:
+			if groups[0].idx == nil {
+				groups[0].idx = make([]int, i)
+				for j := range i {
+					groups[0].idx[j] = j
+				}
+			}
+			g := slices.IndexFunc(groups, func(g routed) bool { return g.pid == pid })
+			if g < 0 {
+				groups = append(groups, routed{pid: pid})
+				g = len(groups) - 1
+			}
+			groups[g].idx = append(groups[g].idx, i)
+		}
 	}
 	return groups
 }
 
+// publishGroup publishes the records of all at indexes idx (all of them
+// when idx is nil) to partition p.
 func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode Mode, single bool, span trace.SpanContext, res *PublishResult, agg *aggregate) {
-	recs := make([]record.Record, len(idx))
-	for j, i := range idx {
-		recs[j] = all[i]
+	recs := all
+	if idx != nil {
+		recs = make([]record.Record, len(idx))
+		for j, i := range idx {
+			recs[j] = all[i]
+		}
 	}
 	ack := func(base int64) {
-		for j, i := range idx {
+		for j := range recs {
+			i := j
+			if idx != nil {
+				i = idx[j]
+			}
 			res.Acks[i] = RecordAck{Partition: p.id, Offset: base + int64(j)}
 		}
 	}

@@ -11,6 +11,10 @@ type tailCache struct {
 	entries []tailEntry // ordered by base offset, contiguous
 	bytes   int64
 	max     int64
+	// store is the array entries lives in, from its start: entries drops
+	// its oldest from the front, and add moves the rest back to store's
+	// start instead of growing a new array while half of it is free.
+	store []tailEntry
 }
 
 type tailEntry struct {
@@ -24,6 +28,16 @@ type tailEntry struct {
 func (c *tailCache) add(base, next int64, data []byte) {
 	if n := len(c.entries); n > 0 && c.entries[n-1].next != base {
 		panic(fmt.Sprintf("tailcache: gap: last next %d, adding base %d", c.entries[n-1].next, base))
+	}
+	if n := len(c.entries); n == cap(c.entries) {
+		if n <= cap(c.store)/2 {
+			copy(c.store, c.entries)
+			clear(c.store[n:])
+		} else {
+			c.store = make([]tailEntry, max(2*n, 64))
+			copy(c.store, c.entries)
+		}
+		c.entries = c.store[:n]
 	}
 	c.entries = append(c.entries, tailEntry{base: base, next: next, data: data})
 	c.bytes += int64(len(data))
@@ -40,7 +54,8 @@ func (c *tailCache) add(base, next int64, data []byte) {
 
 // reset empties the cache (after a truncation or a storage failure).
 func (c *tailCache) reset() {
-	c.entries = nil
+	clear(c.store)
+	c.entries = c.store[:0]
 	c.bytes = 0
 }
 

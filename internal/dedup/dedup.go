@@ -109,8 +109,10 @@ func (w *Window) Add(k Key, base int64, now time.Time) {
 	for len(w.fifo)-w.head > w.opts.MaxBatches {
 		w.drop()
 	}
-	if w.head > 1024 && w.head > len(w.fifo)/2 { // reclaim the consumed prefix
-		w.fifo = append(w.fifo[:0:0], w.fifo[w.head:]...)
+	if w.head > 1024 && w.head > len(w.fifo)/2 { // reclaim the consumed prefix, in place
+		n := copy(w.fifo, w.fifo[w.head:])
+		clear(w.fifo[n:])
+		w.fifo = w.fifo[:n]
 		w.head = 0
 	}
 }

@@ -3,7 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -56,8 +56,26 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 	// A publish outlives its connection: a producer that closes right
 	// after an acks=0 produce still has its records stored.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.context()), timeout)
-	var wg sync.WaitGroup
 	var throttle maxMillis
+	// The answer is made by whoever finishes last: the last publish's
+	// acknowledgement (on the goroutine that gives it, with no hand-off
+	// to another), or this goroutine when nothing was published or all
+	// was acknowledged before the loop ended. left counts the publishes
+	// unanswered, plus one for the loop.
+	var left atomic.Int32
+	left.Store(1)
+	finish := func() {
+		if left.Add(-1) != 0 {
+			return
+		}
+		cancel()
+		resp.ThrottleMillis = throttle.get()
+		if req.Acks == 0 {
+			a.respond(nil)
+			return
+		}
+		a.respond(resp)
+	}
 	lead := c.leaders(ctx)
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
@@ -119,10 +137,10 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 			if txnal {
 				record.SetTxnAttributes(batch, record.AttrTransactional)
 			}
-			wg.Add(1)
+			left.Add(1)
 			c.s.api.PublishAsync(ctx, &broker.PublishRequest{Topic: t.Topic, Partition: p.Partition, Mode: mode, Batch: batch, Txn: txnal},
 				func(res *broker.PublishResult, err error) {
-					defer wg.Done()
+					defer finish()
 					if b.idempotent() {
 						off := int64(-1)
 						if err == nil {
@@ -140,16 +158,7 @@ func produce(c *conn, r kmsg.Request, a *answer) {
 				})
 		}
 	}
-	go func() {
-		wg.Wait()
-		cancel()
-		resp.ThrottleMillis = throttle.get()
-		if req.Acks == 0 {
-			a.respond(nil)
-			return
-		}
-		a.respond(resp)
-	}()
+	finish()
 }
 
 // produceCode maps a publish's failure to the code a Kafka producer acts
