@@ -100,6 +100,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.Int64Var(&cfg.Broker.MaxQueueBytes, "max-queue-bytes", 64<<20, "publish bytes queued per partition; beyond it a publish waits up to 10s, then gets RESOURCE_EXHAUSTED")
 	f.Int64Var(&cfg.Broker.TailCacheBytes, "tail-cache-bytes", 16<<20, "RAM per partition for the newest records (live readers)")
 	f.Int64Var(&cfg.Broker.PreallocateBytes, "preallocate-bytes", 4<<20, "extend each partition's active segment file this far ahead of its writes, so an fsync writes the data and not a new file size each time; the space is given back when the segment is full or the node stops (0: do not preallocate)")
+	f.BoolVar(&cfg.Broker.PreallocateZeros, "preallocate-zeros", true, "write the preallocated space with zeros, off the write path, instead of reserving it with fallocate: an fsync then writes the data and nothing of the file system's journal, for writing each byte of the log twice")
 	f.Int64Var(&cfg.Broker.PageCacheBytes, "page-cache-bytes", 64<<20, "page cache per partition for the newest log bytes; older bytes are dropped from it once fsynced, and reads of them do not keep them (-1: leave it to the kernel)")
 	f.IntVar(&cfg.Broker.RingRecords, "ring-records", 65536, "performance-mode records kept in RAM per partition")
 	f.Int64Var(&cfg.Broker.RingBytes, "ring-bytes", 64<<20, "performance-mode bytes kept in RAM per partition")

@@ -164,6 +164,9 @@ type Config struct {
 	// file is extended ahead of its writes (partlog.Options.
 	// PreallocateBytes; default 4 MiB, negative: never).
 	PreallocateBytes int64
+	// PreallocateZeros writes that space with zeros ahead of the writes
+	// (partlog.Options.PreallocateWrite) instead of fallocating it.
+	PreallocateZeros bool
 	// RingRecords and RingBytes bound each partition's in-memory ring of
 	// performance records (defaults 65536 and 64 MiB).
 	RingRecords int

@@ -85,7 +85,7 @@ func (b *Broker) openPartition(t *topic, id int32, replicas, peers []uint64) (*p
 	}, b.partitionDir(t.dirName(), id), replication.LogOptions{
 		SegmentBytes: t.config().SegmentBytes, RetentionAge: t.config().RetentionAge, RetentionBytes: t.config().RetentionBytes,
 		DedupWindow: b.cfg.DedupWindow, DedupMaxBatches: b.cfg.DedupMaxBatches, CacheBytes: b.cfg.PageCacheBytes,
-		PreallocateBytes: b.cfg.PreallocateBytes,
+		PreallocateBytes: b.cfg.PreallocateBytes, PreallocateWrite: b.cfg.PreallocateZeros,
 	}, b.meta, b.cl.Transport())
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s/%d: %w", t.name, id, err)

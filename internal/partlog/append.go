@@ -118,7 +118,9 @@ func (l *Log) appendAt(batch []byte, h BatchHeader, store func() error) error {
 		}
 	}
 	seg := l.active
-	l.preallocate(seg, seg.size+int64(len(batch)))
+	if need := seg.size + int64(len(batch)); l.fill == nil || !l.fill.prepare(seg, need) {
+		l.preallocate(seg, need)
+	}
 	maxTS := max(seg.maxTS.Load(), h.MaxTimestamp)
 	seg.maxTS.Store(maxTS)
 	last := lastPos(seg.entries)
@@ -278,6 +280,9 @@ func (l *Log) roll(base int64) error {
 	}
 	if err := l.flush(); err != nil {
 		return err
+	}
+	if l.fill != nil {
+		l.fill.release(l.active)
 	}
 	if err := l.trimAlloc(l.active); err != nil {
 		return l.fail(err)

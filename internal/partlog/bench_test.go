@@ -10,28 +10,36 @@ import (
 )
 
 // BenchmarkAppendSync appends one batch and fsyncs it per iteration: the
-// cost of a durable publish with no group commit across batches.
+// cost of a durable publish with no group commit across batches, with
+// the active segment preallocated by fallocate, by zeros written ahead
+// (PreallocateWrite), or not at all.
 func BenchmarkAppendSync(b *testing.B) {
-	for _, n := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
-			l, err := Open(b.TempDir(), Options{Logger: quietLogger()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			batch := record.AppendBatch(nil, 0, testRecords(n, 100, 1))
-			b.SetBytes(int64(len(batch)))
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := l.Append(batch); err != nil {
+	for _, n := range []int{1, 100, 600} {
+		for _, pre := range []string{"zeros", "fallocate", "none"} {
+			b.Run(fmt.Sprintf("records=%d/prealloc=%s", n, pre), func(b *testing.B) {
+				opts := Options{Logger: quietLogger(), PreallocateWrite: pre == "zeros"}
+				if pre == "none" {
+					opts.PreallocateBytes = -1
+				}
+				l, err := Open(b.TempDir(), opts)
+				if err != nil {
 					b.Fatal(err)
 				}
-				if err := l.Sync(); err != nil {
-					b.Fatal(err)
+				defer l.Close()
+				batch := record.AppendBatch(nil, 0, testRecords(n, 100, 1))
+				b.SetBytes(int64(len(batch)))
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := l.Append(batch); err != nil {
+						b.Fatal(err)
+					}
+					if err := l.Sync(); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
-		})
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			})
+		}
 	}
 }
 

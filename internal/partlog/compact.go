@@ -41,6 +41,9 @@ func (l *Log) Reset(base int64) error {
 	}
 	l.buf = l.buf[:0]
 	l.iov, l.iovBytes = nil, 0
+	if l.fill != nil {
+		l.fill.release(l.active) // its segments are about to go
+	}
 	var errs []error
 	errs = append(errs, l.active.closeIndexFiles())
 	// The lock is held across the file work: a reader must never see the

@@ -71,6 +71,9 @@ type Log struct {
 	// preallocOff: the file system refused to preallocate the active
 	// segment; appends extend it until the next roll.
 	preallocOff bool
+	// fill writes the active segment's preallocation (with
+	// Options.PreallocateWrite); nil otherwise.
+	fill *filler
 	// werr is the first write-path I/O error. After it the files may hold
 	// bytes the log does not account for, so every write method returns it
 	// until the log is closed and reopened (recovery then cuts the tail).
@@ -108,6 +111,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.active = l.segs[len(l.segs)-1]
 	l.next.Store(l.active.end)
 	l.synced.Store(l.active.end)
+	if opts.PreallocateWrite && opts.PreallocateBytes > 0 {
+		l.fill = newFiller(l)
+	}
 	l.readEnd = l.active.end
 	for _, s := range l.segs {
 		l.size.Add(s.size)
@@ -213,6 +219,10 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	err := l.werr
+	if l.fill != nil {
+		l.fill.release(l.active)
+		l.fill.close()
+	}
 	if err == nil {
 		if err = l.flush(); err == nil {
 			if err = l.trimAlloc(l.active); err != nil {

@@ -60,6 +60,13 @@ type Options struct {
 	// DefaultPreallocateBytes; a negative value never preallocates. On a
 	// file system without fallocate it is skipped.
 	PreallocateBytes int64
+	// PreallocateWrite: the steps of PreallocateBytes are written with
+	// zeros (and fdatasynced) by a goroutine of the log ahead of the
+	// appends, instead of fallocated: an fsync after an append then
+	// writes the data and nothing of the file system's (see zerofill.go),
+	// for writing each byte of the log twice. Ignored when PreallocateBytes
+	// is negative.
+	PreallocateWrite bool
 	// Logger receives recovery reports; nil means slog.Default().
 	Logger *slog.Logger
 }

@@ -7,6 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // copyDir copies the files of a log's directory as they are on disk now:
@@ -83,14 +88,7 @@ func TestPreallocation(t *testing.T) {
 	if f.l.Segments() < 3 {
 		t.Fatalf("%d segments, want rolls", f.l.Segments())
 	}
-	_, files := fileBytes(t, f.dir)
-	f.l.mu.RLock()
-	for i, seg := range f.l.segs[:len(f.l.segs)-1] {
-		if got := fileSize(t, files[i]); got != seg.size {
-			t.Errorf("rolled segment %s: file %d bytes, data %d", filepath.Base(files[i]), got, seg.size)
-		}
-	}
-	f.l.mu.RUnlock()
+	files := rolledEndAtData(t, f)
 
 	// A crash between a roll's creating the next segment and cutting the
 	// last one's preallocation (which the roll orders the other way) is
@@ -135,5 +133,155 @@ func TestPreallocationOff(t *testing.T) {
 	}
 	if got := fileSize(t, lastSegment(t, f.dir)); got != f.l.Size() {
 		t.Fatalf("file %d bytes for %d of data", got, f.l.Size())
+	}
+}
+
+// rolledEndAtData checks that every segment but the active one ends at
+// its data, and returns the segment files.
+func rolledEndAtData(t *testing.T, f *fixture) []string {
+	t.Helper()
+	_, files := fileBytes(t, f.dir)
+	f.l.mu.RLock()
+	defer f.l.mu.RUnlock()
+	for i, seg := range f.l.segs[:len(f.l.segs)-1] {
+		if got := fileSize(t, files[i]); got != seg.size {
+			t.Errorf("rolled segment %s: file %d bytes, data %d", filepath.Base(files[i]), got, seg.size)
+		}
+	}
+	return files
+}
+
+// settle waits until l's filler has written what the writer's position
+// asks of it (it works on its own goroutine).
+func settle(t *testing.T, l *Log) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f := l.fill
+		f.mu.Lock()
+		done := f.seg == nil || f.off || !f.pause.IsZero() || !f.busy && (f.done-f.want >= l.opts.PreallocateBytes/2 || f.done >= l.opts.SegmentBytes)
+		f.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the filler did not catch up in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// With PreallocateWrite the space ahead of the appends is written zeros
+// (no hole: blocks allocated and written, unlike fallocate's), the data
+// reads back whole across rolls, a crash copy recovers without a warning,
+// and rolled, closed and cut segments end at their data.
+func TestPreallocationWritten(t *testing.T) {
+	const step = 16 << 10
+	var logs bytes.Buffer
+	f := newFixture(t, Options{SegmentBytes: 64 << 10, PreallocateBytes: step, PreallocateWrite: true, Logger: recordingLogger(&logs)})
+	f.appendMany(20, 100)
+	settle(t, f.l)
+	active := lastSegment(t, f.dir)
+	data := f.l.Size()
+	size := fileSize(t, active)
+	if size < data+step/2 || size > data+2*step+step/2 {
+		t.Fatalf("active segment's file is %d bytes for %d of data, want zeros written up to a step ahead", size, data)
+	}
+	fh, err := os.Open(active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole, err := unix.Seek(int(fh.Fd()), data, unix.SEEK_HOLE)
+	fh.Close()
+	if err != nil || hole != size {
+		t.Fatalf("first hole after the data at %d (%v), want none before the end %d: the zeros are not written", hole, err, size)
+	}
+
+	crashed := copyDir(t, f.dir)
+	c := &fixture{t: t, dir: crashed, opts: f.opts, want: slices.Clone(f.want)}
+	c.reopen()
+	c.check()
+	c.appendMany(5, 100)
+	c.reopen()
+	c.check()
+	if size, _ := fileBytes(t, crashed); size != c.l.Size() {
+		t.Fatalf("after a close the files hold %d bytes for %d of data", size, c.l.Size())
+	}
+
+	paused := func() bool {
+		f.l.fill.mu.Lock()
+		defer f.l.fill.mu.Unlock()
+		return !f.l.fill.pause.IsZero()
+	}
+	if paused() {
+		t.Fatal("the filler rests while it keeps ahead of small appends")
+	}
+
+	// Appends of every size, many larger than a step, with rolls: the
+	// writer overtakes the zeros, sometimes until the filler rests
+	// (fallocate meanwhile); nothing is lost either way.
+	for i := range 300 {
+		f.appendMany(1+i%7, 50+(i*997)%9000)
+	}
+	f.check()
+	if f.l.Segments() < 3 {
+		t.Fatalf("%d segments, want rolls", f.l.Segments())
+	}
+
+	rolledEndAtData(t, f)
+
+	cut := f.l.NextOffset() - 3
+	for cut > 0 && f.l.Truncate(cut) != nil {
+		cut--
+	}
+	f.want = f.want[:cut]
+	f.check()
+	f.appendMany(30, 700)
+	f.reopen()
+	f.check()
+	if size, _ := fileBytes(t, f.dir); size != f.l.Size() {
+		t.Fatalf("after a close the files hold %d bytes for %d of data", size, f.l.Size())
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("warnings: %s", logs.String())
+	}
+}
+
+// A writer whose every append is larger than the zeros ahead of it (a
+// disk-bound partition) makes the filler rest, and the log goes on with
+// fallocate; a Reset while the filler works leaves it nothing to write
+// into.
+func TestPreallocationWrittenRests(t *testing.T) {
+	const step = 16 << 10
+	f := newFixture(t, Options{SegmentBytes: 8 << 20, PreallocateBytes: step, PreallocateWrite: true})
+	for range maxOvertaken + 4 {
+		f.appendMany(1, 40<<10) // each past the at most 1.5 steps of zeros
+	}
+	f.l.fill.mu.Lock()
+	paused := !f.l.fill.pause.IsZero()
+	f.l.fill.mu.Unlock()
+	if !paused {
+		t.Fatal("a writer overtaking the zeros at every append did not make the filler rest")
+	}
+	f.appendMany(20, 100)
+	f.check()
+	f.reopen()
+	f.check()
+
+	f.appendMany(50, 700)
+	if err := f.l.Reset(1000); err != nil {
+		t.Fatal(err)
+	}
+	f.want = nil
+	for i := range 1000 {
+		f.want = append(f.want, record.Record{Offset: int64(i)})
+	}
+	f.appendMany(30, 700)
+	if got := f.l.NextOffset(); got != 1030 {
+		t.Fatalf("after a reset to 1000 and 30 records: next offset %d", got)
+	}
+	f.reopen()
+	if got := readAll(t, f.l, 1000, 1000); len(got) != 30 {
+		t.Fatalf("after a reset: read %d records, want 30", len(got))
 	}
 }

@@ -30,6 +30,9 @@ func (l *Log) Truncate(offset int64) error {
 	if err := l.flush(); err != nil {
 		return err
 	}
+	if l.fill != nil {
+		l.fill.release(l.active) // the cut may remove or shorten the segment it prepares
+	}
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
 	seg := l.segs[i]
 	pos, kept, err := l.cutPoint(seg, offset)

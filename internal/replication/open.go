@@ -28,6 +28,7 @@ type LogOptions struct {
 	// defaults).
 	CacheBytes       int64
 	PreallocateBytes int64
+	PreallocateWrite bool
 }
 
 // ErrOffsetOutOfRange: a read below the log's start or past its end (the
@@ -78,7 +79,7 @@ func OpenStored(group, dir string, lo LogOptions, ms *meta.Store, logger *slog.L
 	}
 	log, err := partlog.Open(dir, partlog.Options{
 		SegmentBytes: lo.SegmentBytes, RetentionAge: lo.RetentionAge, RetentionBytes: lo.RetentionBytes,
-		CacheBytes: lo.CacheBytes, PreallocateBytes: lo.PreallocateBytes, Logger: logger,
+		CacheBytes: lo.CacheBytes, PreallocateBytes: lo.PreallocateBytes, PreallocateWrite: lo.PreallocateWrite, Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", group, err)
