@@ -159,7 +159,10 @@ func settle(t *testing.T, l *Log) {
 	for {
 		f := l.fill
 		f.mu.Lock()
-		done := f.seg == nil || f.off || !f.pause.IsZero() || !f.busy && (f.done-f.want >= l.opts.PreallocateBytes/2 || f.done >= l.opts.SegmentBytes)
+		// A burst ends a step and a half ahead (or at the segment's end);
+		// between two of its chunks busy is briefly false.
+		step := l.opts.PreallocateBytes
+		done := f.seg == nil || f.off || !f.pause.IsZero() || !f.busy && (f.done-f.want >= step+step/2 || f.done >= l.opts.SegmentBytes)
 		f.mu.Unlock()
 		if done {
 			return
@@ -184,7 +187,7 @@ func TestPreallocationWritten(t *testing.T) {
 	active := lastSegment(t, f.dir)
 	data := f.l.Size()
 	size := fileSize(t, active)
-	if size < data+step/2 || size > data+2*step+step/2 {
+	if size < data+step+step/2 || size > data+2*step+step/2 {
 		t.Fatalf("active segment's file is %d bytes for %d of data, want zeros written up to a step ahead", size, data)
 	}
 	fh, err := os.Open(active)
@@ -255,7 +258,9 @@ func TestPreallocationWrittenRests(t *testing.T) {
 	const step = 16 << 10
 	f := newFixture(t, Options{SegmentBytes: 8 << 20, PreallocateBytes: step, PreallocateWrite: true})
 	for range maxOvertaken + 4 {
-		f.appendMany(1, 40<<10) // each past the at most 1.5 steps of zeros
+		// Each past the zeros: a burst stops once 1.5 steps ahead, with
+		// at most one more chunk (a step) beyond.
+		f.appendMany(1, 4*step)
 	}
 	f.l.fill.mu.Lock()
 	paused := !f.l.fill.pause.IsZero()
