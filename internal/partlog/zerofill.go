@@ -215,6 +215,15 @@ func (f *filler) chunk(burst bool) (*segment, int) {
 	if err == nil {
 		err = syncZeros(file, from, to)
 	}
+	if !f.finish(seg, err, "writing zeros ahead of the appends") {
+		return seg, 0
+	}
+	return seg, int(to - from)
+}
+
+// finish ends the work that set busy; after an error (what failed) the
+// filler is off and the log preallocates with fallocate. False on error.
+func (f *filler) finish(seg *segment, err error, what string) bool {
 	f.mu.Lock()
 	f.busy = false
 	if err != nil {
@@ -223,10 +232,9 @@ func (f *filler) chunk(burst bool) (*segment, int) {
 	f.idle.Broadcast()
 	f.mu.Unlock()
 	if err != nil {
-		f.l.opts.Logger.Warn("partlog: writing zeros ahead of the appends failed; preallocating with fallocate", "segment", seg.path(logSuffix), "err", err)
-		return seg, 0
+		f.l.opts.Logger.Warn("partlog: "+what+" failed; preallocating with fallocate", "segment", seg.path(logSuffix), "err", err)
 	}
-	return seg, int(to - from)
+	return err == nil
 }
 
 // sync fdatasyncs the zeros written in seg's file, unless the writer left
@@ -240,17 +248,7 @@ func (f *filler) sync(seg *segment) {
 	f.busy = true // release waits
 	file := f.file
 	f.mu.Unlock()
-	err := unix.Fdatasync(int(file.Fd()))
-	f.mu.Lock()
-	f.busy = false
-	if err != nil {
-		f.off = true
-	}
-	f.idle.Broadcast()
-	f.mu.Unlock()
-	if err != nil {
-		f.l.opts.Logger.Warn("partlog: fdatasync of zeros written ahead of the appends failed; preallocating with fallocate", "segment", seg.path(logSuffix), "err", err)
-	}
+	f.finish(seg, unix.Fdatasync(int(file.Fd())), "the fdatasync of zeros written ahead of the appends")
 }
 
 // writeZeros writes zeros over [from, to) of file.
