@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,36 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 			t.Fatalf("metrics missing: %q", missing)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestGCHeadroom checks that a node paces its garbage collector by
+// --gc-headroom: above Go's default percent with the default headroom,
+// Go's own 100 with --gc-headroom 0 or with GOGC in the environment.
+func TestGCHeadroom(t *testing.T) {
+	gogc := func(n *testcluster.Node) float64 {
+		t.Helper()
+		for _, line := range strings.Split(n.Metrics(), "\n") {
+			if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("go_gc_gogc_percent %q: %v", v, err)
+				}
+				return f
+			}
+		}
+		t.Fatal("no go_gc_gogc_percent on /metrics")
+		return 0
+	}
+	t.Setenv("GOGC", "")
+	if p := gogc(testcluster.StartNode(t)); p <= 100 {
+		t.Errorf("default --gc-headroom: GC percent %v, want above 100 (a live heap of tens of MiB and 64 MiB of headroom)", p)
+	}
+	if p := gogc(testcluster.StartNode(t, "--gc-headroom", "0")); p != 100 {
+		t.Errorf("--gc-headroom 0: GC percent %v, want Go's default 100", p)
+	}
+	t.Setenv("GOGC", "100")
+	if p := gogc(testcluster.StartNode(t)); p != 100 {
+		t.Errorf("GOGC=100 in the environment: GC percent %v, want 100", p)
 	}
 }

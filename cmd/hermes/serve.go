@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/hermes-mq/hermes/internal/gctune"
 	"github.com/hermes-mq/hermes/internal/server"
 )
 
@@ -25,6 +26,7 @@ func newServeCmd() *cobra.Command {
 		shutdown  time.Duration
 		peers     string
 		bootPWF   string
+		gcRoom    int64
 	)
 	cc := &cfg.Broker.Cluster
 	cmd := &cobra.Command{
@@ -79,6 +81,13 @@ variable: HERMES_ and the flag name in upper case with _ for -
 			if (cfg.Broker.Auth.BootstrapUser == "") != (bootPWF == "") {
 				return fmt.Errorf("--bootstrap-user and --bootstrap-password-file go together")
 			}
+			if gcRoom < 0 {
+				return fmt.Errorf("--gc-headroom must be 0 (off) or a positive number of bytes")
+			}
+			if gcRoom > 0 && os.Getenv("GOGC") == "" {
+				// GOGC set by hand wins: the operator chose the collector's pace.
+				defer gctune.Start(uint64(gcRoom), 100)()
+			}
 			return serve(cfg, shutdown)
 		},
 	}
@@ -125,6 +134,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.StringVar(&bootPWF, "bootstrap-password-file", "", "file holding the bootstrap user's password")
 	f.StringSliceVar(&cfg.CORSOrigins, "http-cors-origins", nil, "origins (https://host:port) whose pages may call the HTTP APIs; none by default")
 	f.BoolVar(&cfg.AllowInsecure, "allow-insecure", false, "listen beyond loopback without TLS or authentication (refused otherwise); logged as a warning")
+	f.Int64Var(&gcRoom, "gc-headroom", 64<<20, "let the heap grow at least this many bytes past what the last garbage collection left live before the next one starts (a small heap is otherwise collected several times a second under load, each time at the cost of a core's share and of latency); GOMEMLIMIT still bounds it, and GOGC in the environment turns this off (0: Go's default pace)")
 	f.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")

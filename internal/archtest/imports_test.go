@@ -26,7 +26,7 @@ func rank(pkg string) (int, bool) {
 		return -1, true
 	case strings.HasSuffix(pkg, "pb"), pkg == "internal/jsonscan", pkg == "internal/httpbody":
 		return 0, true // generated code, adapters' helpers
-	case pkg == "internal/partlog", pkg == "internal/meta", pkg == "internal/dedup", pkg == "internal/tlsconf", pkg == "internal/auth", pkg == "internal/netserve", pkg == "internal/reqmetrics":
+	case pkg == "internal/partlog", pkg == "internal/meta", pkg == "internal/dedup", pkg == "internal/tlsconf", pkg == "internal/auth", pkg == "internal/netserve", pkg == "internal/reqmetrics", pkg == "internal/gctune":
 		return 0, true
 	case pkg == "internal/replication":
 		return 1, true
