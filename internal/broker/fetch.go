@@ -24,6 +24,11 @@ type FetchRequest struct {
 	MaxBytes int
 	// MaxWait is how long to wait for records when there are none.
 	MaxWait time.Duration
+	// Into, when not nil, is a buffer (length 0) that batches read from
+	// this node's disk are read into instead of fresh memory; the
+	// result's Read is then that buffer as grown, for the caller to use
+	// again once done with the batches.
+	Into []byte
 }
 
 // FetchResult holds whole batches. The first may start below the requested
@@ -33,6 +38,10 @@ type FetchResult struct {
 	Batches       [][]byte
 	StartOffset   int64
 	HighWatermark int64
+	// Read is the request's Into buffer holding the batches read into
+	// it (Batches alias it), or nil when nothing was read into it (the
+	// batches came from the cache or from another node).
+	Read []byte
 }
 
 // Fetch returns committed records from req.Offset, waiting up to MaxWait
@@ -139,12 +148,12 @@ func (b *Broker) fetchLocal(ctx context.Context, t *topic, p *partition, req Fet
 	}
 	for {
 		changed := t.changed()
-		batches, start, hw, err := p.readBatches(req.Offset, req.MaxBytes, 0)
+		batches, read, start, hw, err := p.readBatchesInto(req.Into, req.Offset, req.MaxBytes, 0)
 		if err != nil || len(batches) > 0 || deadline == nil {
 			if err != nil {
 				return nil, err
 			}
-			return &FetchResult{Batches: batches, StartOffset: start, HighWatermark: hw}, nil
+			return &FetchResult{Batches: batches, StartOffset: start, HighWatermark: hw, Read: read}, nil
 		}
 		select {
 		case <-changed:

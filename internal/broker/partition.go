@@ -246,51 +246,66 @@ func (p *partition) committed(batches [][]byte, hw int64) {
 // (the tail cache copies nothing, and is not bounded so). The slices
 // must not be modified.
 func (p *partition) readBatches(offset int64, maxBytes, maxRecords int) (batches [][]byte, start, hw int64, err error) {
+	batches, _, start, hw, err = p.readBatchesInto(nil, offset, maxBytes, maxRecords)
+	return batches, start, hw, err
+}
+
+// readBatchesInto is readBatches reading what comes from the local log
+// into dst (a buffer of length 0; nil: fresh memory); read is dst as
+// grown when batches alias it, else nil.
+func (p *partition) readBatchesInto(dst []byte, offset int64, maxBytes, maxRecords int) (batches [][]byte, read []byte, start, hw int64, err error) {
 	if p.remote && p.offline() && p.onlyHere() {
-		return nil, 0, 0, p.offlineError()
+		return nil, nil, 0, 0, p.offlineError()
 	}
 	if p.remote {
-		return p.b.remoteRead(p, offset, maxBytes)
+		batches, start, hw, err = p.b.remoteRead(p, offset, maxBytes)
+		return batches, nil, start, hw, err
 	}
 	p.mu.RLock()
 	start, hw, failed := p.start, p.hw, p.failed
 	if failed != nil {
 		p.mu.RUnlock()
-		return nil, start, hw, p.offlineError()
+		return nil, nil, start, hw, p.offlineError()
 	}
 	if offset > hw {
 		p.mu.RUnlock()
-		return nil, start, hw, nil // committed elsewhere; this replica learns it soon
+		return nil, nil, start, hw, nil // committed elsewhere; this replica learns it soon
 	}
 	if offset < start {
 		p.mu.RUnlock()
-		return nil, start, hw, errorf(ErrOffsetOutOfRange, "offset %d is outside [%d, %d] of %s/%d", offset, start, hw, p.t.name, p.id)
+		return nil, nil, start, hw, errorf(ErrOffsetOutOfRange, "offset %d is outside [%d, %d] of %s/%d", offset, start, hw, p.t.name, p.id)
 	}
 	if offset == hw {
 		p.mu.RUnlock()
-		return nil, start, hw, nil
+		return nil, nil, start, hw, nil
 	}
 	if cached, ok := p.tail.read(offset, maxBytes); ok {
 		p.mu.RUnlock()
-		return cached, start, hw, nil
+		return cached, nil, start, hw, nil
 	}
 	p.mu.RUnlock()
 	limit := hw
 	if maxRecords > 0 {
 		limit = min(hw, offset+int64(maxRecords))
 	}
-	raw, err := p.rep.Log().Read(offset, maxBytes, limit)
+	var raw []byte
+	if dst != nil {
+		raw, err = p.rep.Log().ReadAppend(dst[:0], offset, maxBytes, limit)
+		read = raw
+	} else {
+		raw, err = p.rep.Log().Read(offset, maxBytes, limit)
+	}
 	if errors.Is(err, replication.ErrOffsetOutOfRange) { // retention ran meanwhile
 		start = p.refreshStart()
-		return nil, start, hw, errorf(ErrOffsetOutOfRange, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+		return nil, nil, start, hw, errorf(ErrOffsetOutOfRange, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
 	if errors.Is(err, record.ErrCorrupt) {
 		p.reportCorrupt(err)
 		p.scheduleRepair(offset)
-		return nil, start, hw, errorf(ErrCorruptData, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+		return nil, nil, start, hw, errorf(ErrCorruptData, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
 	if err != nil {
-		return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+		return nil, nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 	}
 	for len(raw) > 0 {
 		// The log checked every batch it returned (ParseBatch): only
@@ -300,12 +315,15 @@ func (p *partition) readBatches(offset int64, maxBytes, maxRecords int) (batches
 			err = record.ErrShortBatch
 		}
 		if err != nil {
-			return nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
+			return nil, nil, start, hw, errorf(ErrUnavailable, "read %s/%d at %d: %v", p.t.name, p.id, offset, err)
 		}
 		batches = append(batches, raw[:h.Size()])
 		raw = raw[h.Size():]
 	}
-	return batches, start, hw, nil
+	if len(batches) == 0 {
+		read = nil
+	}
+	return batches, read, start, hw, nil
 }
 
 // reportCorrupt logs and counts a corrupt batch the first time a read

@@ -44,6 +44,9 @@ type LogReader interface {
 	// returned bytes are the caller's. ErrOffsetOutOfRange below the
 	// start or past the end.
 	Read(offset int64, maxBytes int, limit int64) ([]byte, error)
+	// ReadAppend is Read appending the batches to dst (returned
+	// unchanged when Read would return nil).
+	ReadAppend(dst []byte, offset int64, maxBytes int, limit int64) ([]byte, error)
 	// OffsetForTime returns the first offset whose timestamp is at or
 	// after ts (Unix ns), or the log's end when there is none.
 	OffsetForTime(ts int64) (int64, error)

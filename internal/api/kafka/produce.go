@@ -27,6 +27,9 @@ func init() {
 	register(kmsg.Produce, 3, 9, produce)
 }
 
+// produce keeps nothing of the request once it returns (its records are
+// converted into batches of their own): the listener reads the next
+// produce request into the same buffer.
 func produce(c *conn, r kmsg.Request, a *answer) {
 	req := r.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)

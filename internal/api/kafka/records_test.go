@@ -219,7 +219,7 @@ func TestProducedBatchMatchesDecodedConversion(t *testing.T) {
 			t.Fatalf("batch %d: %v", i, err)
 		}
 		got := b.hermes
-		if bound := record.BatchHeaderSize + len(b.Records) + maxGrowth*int(b.NumRecords); len(got) > bound {
+		if bound := record.BatchHeaderSize + len(raw) - batchHeaderLen + maxGrowth*int(b.NumRecords); len(got) > bound {
 			t.Fatalf("batch %d: %d bytes, more than the %d allowed for", i, len(got), bound)
 		}
 		recs, _, err := record.DecodeValidBatch(nil, got)

@@ -19,6 +19,7 @@ package kafka
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -238,6 +239,7 @@ func (c *conn) serve() {
 	}()
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
+	var reuse []byte // read buffer of produce requests (below)
 	for {
 		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 			return
@@ -253,15 +255,37 @@ func (c *conn) serve() {
 			c.log.Info("closing connection: request size out of bounds", "size", size, "max", limit)
 			return
 		}
-		buf := make([]byte, size)
+		// A Produce is read into a buffer reused from one to the next:
+		// its handler converts the records into memory of their own
+		// and keeps nothing of the request once it returns (the
+		// largest requests, and most of a producer's bytes). Any
+		// other request gets memory of its own: handlers that answer
+		// later may keep parts of it.
+		var buf []byte
+		reused := int(size) <= cap(reuse)
+		if reused {
+			buf = reuse[:size]
+		} else {
+			buf = make([]byte, size)
+		}
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return
+		}
+		switch produce := int16(binary.BigEndian.Uint16(buf)) == kmsg.Produce.Int16(); {
+		case produce && !reused && size <= maxReusedRequest:
+			reuse = buf[:0]
+		case !produce && reused:
+			buf = bytes.Clone(buf)
 		}
 		if !c.dispatch(buf) {
 			return
 		}
 	}
 }
+
+// maxReusedRequest bounds the read buffer a connection keeps for its
+// produce requests (a producer's requests are at most 1 MiB by default).
+const maxReusedRequest = 4 << 20
 
 // dispatch parses one request and starts answering it. False: the
 // connection must close (after the answers queued so far).
@@ -350,6 +374,9 @@ func (c *conn) writeAnswers() {
 		if a.resp != nil {
 			a.resp.SetVersion(a.version)
 			buf = appendResponse(buf[:0], a)
+			if f, ok := a.resp.(*kmsg.FetchResponse); ok {
+				releaseFetch(f) // encoded into buf: its batches are free
+			}
 			if _, err := w.Write(buf); err != nil {
 				failed = true
 				c.nc.Close()
