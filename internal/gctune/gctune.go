@@ -20,6 +20,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 )
 
 // Tuner adjusts the GC percent after every cycle; see Start.
@@ -30,7 +31,8 @@ type Tuner struct {
 	mu      sync.Mutex
 	stopped bool
 	percent int
-	adjusts int // how many times adjust ran (tests)
+	adjusts int          // how many times adjust ran (tests)
+	fired   atomic.Int64 // how many times the finalizer ran (tests)
 	samples []metrics.Sample
 }
 
@@ -73,6 +75,7 @@ type sentinel struct {
 func (t *Tuner) arm() {
 	s := &sentinel{t: t}
 	runtime.SetFinalizer(s, func(s *sentinel) {
+		s.t.fired.Add(1)
 		if s.t.adjust() {
 			s.t.arm()
 		}
@@ -125,10 +128,10 @@ func Percent(headroom, scan uint64, base int) int {
 	if scan < minHeap {
 		scan = minHeap
 	}
-	p := headroom * 100 / scan
-	if p > maxPercent {
+	if headroom/scan >= maxPercent/100 { // also keeps headroom*100 from overflowing
 		return maxPercent
 	}
+	p := headroom * 100 / scan
 	if int(p) < base {
 		return base
 	}

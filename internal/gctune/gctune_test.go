@@ -18,7 +18,8 @@ func TestPercent(t *testing.T) {
 		{64 << 20, 0, 100, 1600},        // an empty heap counts as 4 MiB: the least goal is then 64 MiB
 		{64 << 20, 1 << 20, 100, 1600},
 		{1 << 40, 1 << 20, 100, maxPercent},
-		{64 << 20, 32 << 20, 300, 300}, // never under the base
+		{1 << 62, 4 << 20, 100, maxPercent}, // headroom*100 would overflow
+		{64 << 20, 32 << 20, 300, 300},      // never under the base
 	} {
 		if got := Percent(c.headroom, c.scan, c.base); got != c.want {
 			t.Errorf("Percent(%d, %d, %d) = %d, want %d", c.headroom, c.scan, c.base, got, c.want)
@@ -80,15 +81,16 @@ func TestTunerRaisesGoal(t *testing.T) {
 	if p := readUint("/gc/gogc:percent"); p != 100 {
 		t.Fatalf("GC percent %d after stop, want the base 100", p)
 	}
-	tu.mu.Lock()
-	n := tu.adjusts
-	tu.mu.Unlock()
-	runtime.GC()
+	// After stop the finalizer armed last may still run once; it must
+	// not arm another.
 	runtime.GC()
 	time.Sleep(50 * time.Millisecond)
-	tu.mu.Lock()
-	defer tu.mu.Unlock()
-	if tu.adjusts != n {
-		t.Fatalf("the tuner ran after stop")
+	n := tu.fired.Load()
+	for range 3 {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := tu.fired.Load(); got != n {
+		t.Fatalf("the tuner's finalizer ran %d more times after stop: it re-armed", got-n)
 	}
 }

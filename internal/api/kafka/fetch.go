@@ -117,11 +117,11 @@ func (c *conn) readParts(parts []*fetchPart, budget int, committed bool, throttl
 		if limit <= 0 && added > 0 {
 			continue
 		}
-		into := getFetchBuf()
+		into := getBuf()
 		res, err := c.s.api.Fetch(c.context(), broker.FetchRequest{Topic: fp.topic, Partition: fp.partition, Offset: fp.offset,
 			MaxBytes: max(limit, 1), Into: into})
 		if err != nil {
-			putFetchBuf(into)
+			putBuf(into)
 			fp.out.ErrorCode = code(err, scopeTopic)
 			if errors.Is(err, broker.ErrOffsetOutOfRange) {
 				fp.out.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -139,51 +139,54 @@ func (c *conn) readParts(parts []*fetchPart, budget int, committed bool, throttl
 			fp.out.AbortedTransactions = c.s.abortedIn(fp.topic, fp.partition, fp.offset, batches)
 		}
 		fp.out.HighWatermark, fp.out.LastStableOffset, fp.out.LogStartOffset = res.HighWatermark, lso, res.StartOffset
-		if len(batches) > 0 {
-			// Given back by releaseFetch once the answer is written.
-			fp.out.RecordBatches = appendBatches(getFetchBuf(), batches)
+		// Given back by releaseFetch once the answer is written; none
+		// (null on the wire) when no batch converts.
+		if out := appendBatches(getBuf(), batches); len(out) > 0 {
+			fp.out.RecordBatches = out
+		} else {
+			putBuf(out)
 		}
 		// The batches are converted: what was read is free again.
 		if res.Read != nil {
 			into = res.Read
 		}
-		putFetchBuf(into)
+		putBuf(into)
 		added += len(fp.out.RecordBatches)
 	}
 	return added
 }
 
-// fetchBufs holds buffers for a fetch's reads from disk and for the
-// record batches of its answer, which would otherwise be fresh memory
-// for every byte a consumer reads.
-var fetchBufs sync.Pool
+// bufs holds the buffers produce requests are read into, and those a
+// fetch reads the log into and converts into, which would otherwise be
+// fresh memory for every byte a producer sends and a consumer reads.
+var bufs sync.Pool
 
-// maxPooledFetchBuf: larger buffers (a rare fetch of many megabytes)
-// are left to the collector.
-const maxPooledFetchBuf = 8 << 20
+// maxPooledBuf: larger buffers (a rare request or fetch of many
+// megabytes) are left to the collector.
+const maxPooledBuf = 8 << 20
 
-func getFetchBuf() []byte {
-	if b, ok := fetchBufs.Get().(*[]byte); ok {
+func getBuf() []byte {
+	if b, ok := bufs.Get().(*[]byte); ok {
 		return (*b)[:0]
 	}
 	return make([]byte, 0, 64<<10)
 }
 
-func putFetchBuf(b []byte) {
-	if cap(b) == 0 || cap(b) > maxPooledFetchBuf {
+func putBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledBuf {
 		return
 	}
 	b = b[:0]
-	fetchBufs.Put(&b)
+	bufs.Put(&b)
 }
 
 // releaseFetch gives the record batches of a written Fetch answer back
-// to fetchBufs: they were made by readParts, for this answer only.
+// to bufs: they were made by readParts, for this answer only.
 func releaseFetch(resp *kmsg.FetchResponse) {
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
 			p := &resp.Topics[i].Partitions[j]
-			putFetchBuf(p.RecordBatches)
+			putBuf(p.RecordBatches)
 			p.RecordBatches = nil
 		}
 	}

@@ -162,7 +162,7 @@ func TestProduceFetchEveryCodec(t *testing.T) {
 // TestPipelinedProducesKeepTheirBytes: a producer with several produce
 // requests in flight on one connection, of many sizes, gets every
 // record stored and fetched back byte for byte (the listener reads each
-// produce request into a buffer it reuses for the next one).
+// produce request into a pooled buffer, given back once dispatched).
 func TestPipelinedProducesKeepTheirBytes(t *testing.T) {
 	_, addr := serveFake(t, Config{})
 	ctx := ctxT(t)

@@ -28,8 +28,8 @@ func init() {
 }
 
 // produce keeps nothing of the request once it returns (its records are
-// converted into batches of their own): the listener reads the next
-// produce request into the same buffer.
+// converted into batches of their own): the listener gives the request's
+// buffer back to its pool when it returns.
 func produce(c *conn, r kmsg.Request, a *answer) {
 	req := r.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)

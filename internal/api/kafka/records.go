@@ -111,7 +111,7 @@ func parseProduced(raw []byte) (*producedBatch, error) {
 	if err := b.convert(data); err != nil {
 		return nil, err
 	}
-	b.Records = nil // the request's buffer, which the listener reuses
+	b.Records = nil // the request's buffer, which the listener pools
 	return &b, nil
 }
 

@@ -19,7 +19,6 @@ package kafka
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -27,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -239,7 +239,6 @@ func (c *conn) serve() {
 	}()
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
-	var reuse []byte // read buffer of produce requests (below)
 	for {
 		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 			return
@@ -255,37 +254,35 @@ func (c *conn) serve() {
 			c.log.Info("closing connection: request size out of bounds", "size", size, "max", limit)
 			return
 		}
-		// A Produce is read into a buffer reused from one to the next:
-		// its handler converts the records into memory of their own
-		// and keeps nothing of the request once it returns (the
-		// largest requests, and most of a producer's bytes). Any
+		// A Produce is read into a pooled buffer, given back once
+		// dispatched: its handler converts the records into memory of
+		// their own and keeps nothing of the request once it returns
+		// (the largest requests, and most of a producer's bytes). Any
 		// other request gets memory of its own: handlers that answer
 		// later may keep parts of it.
+		key, err := r.Peek(2)
+		if err != nil {
+			return
+		}
+		produce := int16(binary.BigEndian.Uint16(key)) == kmsg.Produce.Int16()
 		var buf []byte
-		reused := int(size) <= cap(reuse)
-		if reused {
-			buf = reuse[:size]
+		if produce {
+			buf = slices.Grow(getBuf(), int(size))[:size]
 		} else {
 			buf = make([]byte, size)
 		}
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return
 		}
-		switch produce := int16(binary.BigEndian.Uint16(buf)) == kmsg.Produce.Int16(); {
-		case produce && !reused && size <= maxReusedRequest:
-			reuse = buf[:0]
-		case !produce && reused:
-			buf = bytes.Clone(buf)
+		ok := c.dispatch(buf)
+		if produce {
+			putBuf(buf)
 		}
-		if !c.dispatch(buf) {
+		if !ok {
 			return
 		}
 	}
 }
-
-// maxReusedRequest bounds the read buffer a connection keeps for its
-// produce requests (a producer's requests are at most 1 MiB by default).
-const maxReusedRequest = 4 << 20
 
 // dispatch parses one request and starts answering it. False: the
 // connection must close (after the answers queued so far).

@@ -416,7 +416,12 @@ func (f *Fake) Fetch(ctx context.Context, req broker.FetchRequest) (*broker.Fetc
 	}
 	res := &broker.FetchResult{HighWatermark: int64(len(l))}
 	if req.Offset < int64(len(l)) {
-		res.Batches = [][]byte{record.AppendBatch(nil, req.Offset, l[req.Offset:])}
+		// Into is honoured as the broker's disk reads honour it, so that
+		// callers reusing the buffer are tested on it.
+		res.Batches = [][]byte{record.AppendBatch(req.Into, req.Offset, l[req.Offset:])}
+		if req.Into != nil {
+			res.Read = res.Batches[0]
+		}
 		if c := t.codecs[batchAt{req.Partition, req.Offset}]; c != 0 {
 			record.SetOriginCodec(res.Batches[0], c)
 		}
