@@ -142,6 +142,7 @@ fuzz:
 	scripts/fuzz.sh $(FUZZTIME) ./internal/api/kafka/ FuzzProducedBatch
 	scripts/fuzz.sh $(FUZZTIME) ./internal/api/wire/ FuzzFrames
 	scripts/fuzz.sh $(FUZZTIME) ./pkg/wire/ FuzzDecoder
+	scripts/fuzz.sh $(FUZZTIME) ./internal/replication/ FuzzDecodeFrame
 
 # Container image (deploy/Containerfile; docs/OPERATIONS.md, "Deploying"):
 # the static binary (CGO_ENABLED=0: no libc; -tags pebblegozstd from

@@ -13,8 +13,10 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	tpb "github.com/hermes-mq/hermes/internal/replication/transportpb"
@@ -62,6 +64,10 @@ const (
 	// frameChunk is how much of a frame is read, or written under one
 	// write deadline, at a time.
 	frameChunk = 1 << 20
+	// frameTarget is the size at which a sender ends a frame and writes
+	// it (a frame is this, plus at most one message): frames stay within
+	// the buffers both ends keep.
+	frameTarget = 1 << 20
 )
 
 var framedMagic = [8]byte{'H', 'R', 'A', 'F', 'T', 0, 0, 1}
@@ -236,6 +242,7 @@ func (t *NodeTransport) readFrames(c net.Conn, from uint64) error {
 	r := bufio.NewReaderSize(c, transportBufferBytes)
 	var head [4]byte
 	var buf []byte
+	var envs []frameEnvelope
 	for {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
 			return err
@@ -257,16 +264,20 @@ func (t *NodeTransport) readFrames(c net.Conn, from uint64) error {
 				return err
 			}
 		}
-		b := &tpb.Batch{}
-		if err := proto.Unmarshal(buf, b); err != nil {
+		sender, got, err := decodeFrame(buf, envs)
+		envs = got
+		if err != nil {
 			t.log.Warn("raft transport: framed stream cut: a frame that does not decode", "peer", from, "err", err)
 			return err
 		}
-		if b.From != from {
-			t.log.Warn("raft transport: framed stream cut: a batch of another sender", "peer", from, "from", b.From)
-			return fmt.Errorf("batch from %d on the stream of %d", b.From, from)
+		if sender != from {
+			t.log.Warn("raft transport: framed stream cut: a batch of another sender", "peer", from, "from", sender)
+			return fmt.Errorf("batch from %d on the stream of %d", sender, from)
 		}
-		t.deliverBatch(b)
+		for i, e := range envs {
+			t.deliverEnvelope(from, string(e.group), e.msg, e.beat)
+			envs[i] = frameEnvelope{}
+		}
 		if cap(buf) > frameBufferKeep {
 			buf = nil
 		}
@@ -311,8 +322,9 @@ func (t *NodeTransport) closeInbound() {
 // streamFramed dials p and sends it what is queued, in frames, until the
 // connection fails or the transport closes; errNotFramed when the peer
 // does not speak framed streams. A frame whose write failed is kept
-// (p.unsent) and written first on the next connection: a peer that
-// restarted gets it instead of losing it.
+// (p.unsent), with the messages of its batch not yet framed (p.rest), and
+// written first on the next connection: a peer that restarted gets them
+// instead of losing them.
 func (t *NodeTransport) streamFramed(p *peer) error {
 	ctx, cancel := t.stopContext()
 	defer cancel()
@@ -339,21 +351,16 @@ func (t *NodeTransport) streamFramed(p *peer) error {
 		}
 		p.unsent = nil
 	}
-	batch := &tpb.Batch{From: t.self}
 	var buf []byte
-	for t.nextBatch(p, batch) {
-		buf, err = proto.MarshalOptions{}.MarshalAppend(append(buf[:0], 0, 0, 0, 0), batch)
-		clear(batch.Envelopes)
-		if err != nil {
+	var out []outbound
+	if p.rest != nil {
+		out, p.rest = p.rest, nil
+		if buf, err = t.writeBatch(c, p, buf, out); err != nil {
 			return err
 		}
-		if len(buf)-4 > maxNodeMessageBytes {
-			t.log.Warn("raft transport: a batch beyond the bound dropped", "peer", p.id, "bytes", len(buf)-4)
-			continue
-		}
-		binary.LittleEndian.PutUint32(buf, uint32(len(buf)-4))
-		if err := writeFrame(c, buf); err != nil {
-			p.unsent = bytes.Clone(buf)
+	}
+	for t.nextBatch(p, &out) {
+		if buf, err = t.writeBatch(c, p, buf, out); err != nil {
 			return err
 		}
 		if cap(buf) > frameBufferKeep {
@@ -361,6 +368,197 @@ func (t *NodeTransport) streamFramed(p *peer) error {
 		}
 	}
 	return nil
+}
+
+// writeBatch writes the messages of out to c in frames of about
+// frameTarget bytes (a frame is a tpb.Batch, encoded here so that each
+// Raft message is marshaled straight into the frame: one copy of its
+// entries, into a buffer used again for every frame). A message that does
+// not marshal, or is beyond the bound of a frame, is dropped (raft sends
+// again). When a write fails, its frame and the messages not yet framed
+// are kept in p for the next connection. It returns buf, for the next
+// batch.
+func (t *NodeTransport) writeBatch(c net.Conn, p *peer, buf []byte, out []outbound) ([]byte, error) {
+	defer clear(out)
+	buf = startFrame(buf[:0], t.self)
+	framed := 0 // messages in buf
+	for i, o := range out {
+		if framed > 0 && len(buf) >= frameTarget {
+			if err := finishFrame(c, p, buf); err != nil {
+				p.rest = slices.Clone(out[i:])
+				return buf, err
+			}
+			buf, framed = startFrame(buf[:0], t.self), 0
+		}
+		mark := len(buf)
+		var err error
+		if buf, err = appendEnvelope(buf, o); err != nil {
+			t.log.Warn("raft transport: a message that does not marshal dropped", "peer", p.id, "group", o.group, "err", err)
+			buf = buf[:mark]
+			continue
+		}
+		if len(buf)-4 > maxNodeMessageBytes {
+			t.log.Warn("raft transport: a message beyond the bound dropped", "peer", p.id, "group", o.group, "bytes", len(buf)-mark)
+			buf = buf[:mark]
+			continue
+		}
+		framed++
+	}
+	if framed > 0 {
+		if err := finishFrame(c, p, buf); err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// startFrame begins a frame in buf: room for its length, and the batch's
+// sender (tpb.Batch field 1).
+func startFrame(buf []byte, self uint64) []byte {
+	buf = append(buf, 0, 0, 0, 0)
+	buf = protowire.AppendTag(buf, 1, protowire.VarintType)
+	return protowire.AppendVarint(buf, self)
+}
+
+// finishFrame writes the frame's length and the frame; a frame whose write
+// fails is kept in p.unsent.
+func finishFrame(c net.Conn, p *peer, buf []byte) error {
+	binary.LittleEndian.PutUint32(buf, uint32(len(buf)-4))
+	if err := writeFrame(c, buf); err != nil {
+		p.unsent = bytes.Clone(buf)
+		return err
+	}
+	return nil
+}
+
+// appendEnvelope appends o to a frame as tpb.Batch field 2, a
+// tpb.Envelope: its group (1), and the marshaled Raft message (2) or the
+// heartbeat (3). The bytes are those proto.Marshal makes of the same
+// Envelope in a Batch.
+func appendEnvelope(buf []byte, o outbound) ([]byte, error) {
+	var inner proto.Message = o.msg
+	field := protowire.Number(2)
+	if o.beat != nil {
+		inner, field = o.beat, 3
+	}
+	n := proto.Size(inner)
+	size := 0
+	if o.group != "" {
+		size += protowire.SizeTag(1) + protowire.SizeBytes(len(o.group))
+	}
+	if n > 0 || o.beat != nil { // proto3: an empty bytes field is left out, a set message is not
+		size += protowire.SizeTag(field) + protowire.SizeBytes(n)
+	}
+	buf = protowire.AppendTag(buf, 2, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(size))
+	if o.group != "" {
+		buf = protowire.AppendTag(buf, 1, protowire.BytesType)
+		buf = protowire.AppendString(buf, o.group)
+	}
+	if n == 0 && o.beat == nil {
+		return buf, nil
+	}
+	buf = protowire.AppendTag(buf, field, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(n))
+	at := len(buf)
+	buf, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, inner)
+	if err != nil {
+		return buf, err
+	}
+	if len(buf)-at != n {
+		return buf, fmt.Errorf("a message of %d bytes marshaled to %d", n, len(buf)-at)
+	}
+	return buf, nil
+}
+
+// decodeFrame reads a frame's tpb.Batch as proto.Unmarshal would, with no
+// copy of its messages' bytes (they alias frame until delivered), and
+// checks its sender; its envelopes are put in envs (reused).
+func decodeFrame(frame []byte, envs []frameEnvelope) (from uint64, _ []frameEnvelope, err error) {
+	envs = envs[:0]
+	for len(frame) > 0 {
+		num, typ, n := consumeTag(frame)
+		if n < 0 {
+			return 0, envs, protowire.ParseError(n)
+		}
+		frame = frame[n:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			from, n = protowire.ConsumeVarint(frame)
+		case num == 2 && typ == protowire.BytesType:
+			var b []byte
+			if b, n = protowire.ConsumeBytes(frame); n >= 0 {
+				var e frameEnvelope
+				if e, err = decodeEnvelope(b); err != nil {
+					return 0, envs, err
+				}
+				envs = append(envs, e)
+			}
+		default: // unknown, or of another wire type: skipped, as proto.Unmarshal does
+			n = protowire.ConsumeFieldValue(num, typ, frame)
+		}
+		if n < 0 {
+			return 0, envs, protowire.ParseError(n)
+		}
+		frame = frame[n:]
+	}
+	return from, envs, nil
+}
+
+// consumeTag is protowire.ConsumeTag refusing field numbers beyond the
+// valid range, as proto.Unmarshal does.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n >= 0 && num > protowire.MaxValidNumber {
+		return 0, 0, -2 // protowire.ParseError: an invalid field number
+	}
+	return num, typ, n
+}
+
+// frameEnvelope is a tpb.Envelope of a received frame: group, and msg (a
+// marshaled Raft message, aliasing the frame) or beat.
+type frameEnvelope struct {
+	group []byte
+	msg   []byte
+	beat  *tpb.Beat
+}
+
+func decodeEnvelope(b []byte) (frameEnvelope, error) {
+	var e frameEnvelope
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return e, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num >= 1 && num <= 3 && typ == protowire.BytesType {
+			var v []byte
+			if v, n = protowire.ConsumeBytes(b); n < 0 {
+				return e, protowire.ParseError(n)
+			}
+			switch num {
+			case 1:
+				if !utf8.Valid(v) {
+					return e, errors.New("a group name that is not UTF-8")
+				}
+				e.group = v
+			case 2:
+				e.msg = v
+			case 3:
+				if e.beat == nil {
+					e.beat = &tpb.Beat{}
+				}
+				// Merged, as repeated occurrences of a message field are.
+				if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(v, e.beat); err != nil {
+					return e, err
+				}
+			}
+		} else if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return e, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return e, nil
 }
 
 // writeFrame writes a frame in chunks, each under its own deadline: a

@@ -65,13 +65,40 @@ type NodeTransport struct {
 type peer struct {
 	id   uint64
 	addr string
-	q    chan *tpb.Envelope
+	q    chan outbound
 	// grpc: the peer did not speak the framed stream when last dialled
 	// (a node of an earlier version), the gRPC stream carries its
-	// messages. unsent: a frame whose write failed, for the next
-	// connection. Both touched by the peer's sender only.
+	// messages. unsent: a frame whose write failed, and rest, the
+	// messages of its batch not yet framed, both for the next
+	// connection. All touched by the peer's sender only.
 	grpc   bool
 	unsent []byte
+	rest   []outbound
+}
+
+// outbound is a message queued for a peer: a Raft message, marshaled by
+// the peer's sender straight into the frame it writes (once, with no
+// copy of its own), or the compact form of a heartbeat. A queued Raft
+// message is only read: raft hands out a message once, and the entries
+// it carries are never modified after the Ready that appended them
+// (LogStore.Append).
+type outbound struct {
+	group string
+	msg   *pb.Message
+	beat  *tpb.Beat
+}
+
+// envelope is o as the gRPC stream carries it.
+func (o outbound) envelope() (*tpb.Envelope, error) {
+	e := &tpb.Envelope{Group: o.group, Beat: o.beat}
+	if o.beat == nil {
+		b, err := proto.Marshal(o.msg)
+		if err != nil {
+			return nil, err
+		}
+		e.Message = b
+	}
+	return e, nil
 }
 
 // NewNodeTransport makes a transport for node self, secured by sec (nil:
@@ -100,7 +127,7 @@ func (t *NodeTransport) SetPeer(id uint64, addr string) {
 	if p, ok := t.peers[id]; ok && p.addr == addr {
 		return
 	}
-	p := &peer{id: id, addr: addr, q: make(chan *tpb.Envelope, peerQueue)}
+	p := &peer{id: id, addr: addr, q: make(chan outbound, peerQueue)}
 	t.peers[id] = p
 	t.wg.Add(1)
 	go t.sendLoop(p)
@@ -115,18 +142,12 @@ func (t *NodeTransport) Send(group string, msgs []*pb.Message) {
 		if p == nil {
 			continue
 		}
-		e := &tpb.Envelope{Group: group}
-		if beat := beatOf(m); beat != nil {
-			e.Beat = beat
-		} else {
-			b, err := proto.Marshal(m)
-			if err != nil {
-				continue
-			}
-			e.Message = b
+		o := outbound{group: group, beat: beatOf(m)}
+		if o.beat == nil {
+			o.msg = m
 		}
 		select {
-		case p.q <- e:
+		case p.q <- o:
 		default: // full: dropped, raft retries
 		}
 	}
@@ -150,7 +171,7 @@ func (t *NodeTransport) sendLoop(p *peer) {
 	for {
 		err := t.streamFramed(p)
 		if errors.Is(err, errNotFramed) {
-			p.unsent = nil // Raft sends again what matters
+			p.unsent, p.rest = nil, nil // Raft sends again what matters
 			if !p.grpc {
 				p.grpc = true
 				t.log.Info("raft transport: the peer does not speak the framed stream (an earlier version?): the gRPC stream carries its messages", "peer", p.id, "addr", p.addr, "err", err)
@@ -199,7 +220,18 @@ func (t *NodeTransport) stream(p *peer) error {
 		return err
 	}
 	batch := &tpb.Batch{From: t.self}
-	for t.nextBatch(p, batch) {
+	var out []outbound
+	for t.nextBatch(p, &out) {
+		batch.Envelopes = batch.Envelopes[:0]
+		for _, o := range out {
+			e, err := o.envelope()
+			if err != nil {
+				t.log.Warn("raft transport: a message that does not marshal dropped", "peer", p.id, "err", err)
+				continue
+			}
+			batch.Envelopes = append(batch.Envelopes, e)
+		}
+		clear(out)
 		if err := s.Send(batch); err != nil {
 			return err
 		}
@@ -209,19 +241,19 @@ func (t *NodeTransport) stream(p *peer) error {
 	return nil
 }
 
-// nextBatch waits for what is queued for p and puts it in b (at most
+// nextBatch waits for what is queued for p and puts it in *out (at most
 // maxBatchEnvelopes); false when the transport closes.
-func (t *NodeTransport) nextBatch(p *peer, b *tpb.Batch) bool {
+func (t *NodeTransport) nextBatch(p *peer, out *[]outbound) bool {
 	select {
 	case <-t.stop:
 		return false
-	case e := <-p.q:
-		b.Envelopes = append(b.Envelopes[:0], e)
+	case o := <-p.q:
+		*out = append((*out)[:0], o)
 	}
-	for len(b.Envelopes) < maxBatchEnvelopes {
+	for len(*out) < maxBatchEnvelopes {
 		select {
-		case e := <-p.q:
-			b.Envelopes = append(b.Envelopes, e)
+		case o := <-p.q:
+			*out = append(*out, o)
 		default:
 			return true
 		}
@@ -268,21 +300,28 @@ func (t *NodeTransport) Stream(s tpb.RaftTransport_StreamServer) error {
 // does not decode, or names another sender than the batch, is dropped.
 func (t *NodeTransport) deliverBatch(b *tpb.Batch) {
 	for _, e := range b.Envelopes {
-		if e.Beat != nil {
-			t.deliver(e.Group, beatMessage(e.Beat, b.From, t.self))
-			continue
-		}
-		m := &pb.Message{}
-		if err := proto.Unmarshal(e.Message, m); err != nil {
-			t.log.Warn("raft transport: bad message", "from", b.From, "group", e.Group, "err", err)
-			continue
-		}
-		if m.GetFrom() != b.From {
-			t.log.Warn("raft transport: message dropped: its sender is not the stream's", "stream_from", b.From, "from", m.GetFrom(), "group", e.Group)
-			continue
-		}
-		t.deliver(e.Group, m)
+		t.deliverEnvelope(b.From, e.Group, e.Message, e.Beat)
 	}
+}
+
+// deliverEnvelope hands one message from node from to group: beat when
+// it is a compact heartbeat, else the marshaled Raft message msg (which
+// the caller may reuse afterwards: unmarshaling copies its bytes).
+func (t *NodeTransport) deliverEnvelope(from uint64, group string, msg []byte, beat *tpb.Beat) {
+	if beat != nil {
+		t.deliver(group, beatMessage(beat, from, t.self))
+		return
+	}
+	m := &pb.Message{}
+	if err := proto.Unmarshal(msg, m); err != nil {
+		t.log.Warn("raft transport: bad message", "from", from, "group", group, "err", err)
+		return
+	}
+	if m.GetFrom() != from {
+		t.log.Warn("raft transport: message dropped: its sender is not the stream's", "stream_from", from, "from", m.GetFrom(), "group", group)
+		return
+	}
+	t.deliver(group, m)
 }
 
 // beatOf is the compact form of a heartbeat or heartbeat answer (nil for
