@@ -2,10 +2,12 @@ package partlog
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -289,4 +291,102 @@ func TestPreallocationWrittenRests(t *testing.T) {
 	if got := readAll(t, f.l, 1000, 1000); len(got) != 30 {
 		t.Fatalf("after a reset: read %d records, want 30", len(got))
 	}
+}
+
+// When writing zeros fails (here the filler's descriptor of the active
+// segment is swapped for a read-only one, so its pwrite fails in the
+// kernel), the filler turns itself off with a warning, the log goes on
+// preallocating with fallocate, and nothing appended before or after is
+// lost; a reopened log writes zeros again.
+func TestPreallocationWrittenFails(t *testing.T) {
+	const step = 16 << 10
+	logs := &lockedBuffer{}
+	f := newFixture(t, Options{SegmentBytes: 64 << 10, PreallocateBytes: step, PreallocateWrite: true,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	f.appendMany(20, 100)
+	settle(t, f.l)
+	fill := f.l.fill
+	fill.mu.Lock()
+	for fill.busy {
+		fill.idle.Wait()
+	}
+	if fill.file == nil || fill.seg == nil {
+		fill.mu.Unlock()
+		t.Fatal("the filler has no segment open after writing zeros")
+	}
+	ro, err := os.Open(fill.seg.path(logSuffix))
+	if err != nil {
+		fill.mu.Unlock()
+		t.Fatal(err)
+	}
+	fill.file.Close()
+	fill.file = ro
+	fill.mu.Unlock()
+
+	// Enough to pass the zeros written so far: the filler writes more,
+	// and fails (it logs once it has turned itself off).
+	const warning = "writing zeros ahead of the appends failed; preallocating with fallocate"
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), warning) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning of the failed write in 10 s:\n%s", logs.String())
+		}
+		f.appendMany(5, 1000)
+		time.Sleep(time.Millisecond)
+	}
+	fill.mu.Lock()
+	off := fill.off
+	fill.mu.Unlock()
+	if !off {
+		t.Fatal("the filler is still on after its write failed")
+	}
+	for i := range 100 {
+		f.appendMany(1+i%5, 100+(i*997)%3000)
+	}
+	if f.l.Segments() < 3 {
+		t.Fatalf("%d segments, want rolls after the failure", f.l.Segments())
+	}
+	f.check()
+	f.reopen()
+	f.check()
+	f.appendMany(20, 100)
+	settle(t, f.l)
+	fill = f.l.fill
+	var end int64
+	fill.mu.Lock()
+	off, end = fill.off, fill.want
+	fill.mu.Unlock()
+	if off {
+		t.Fatal("a reopened log's filler is off")
+	}
+	active := lastSegment(t, f.dir)
+	fh, err := os.Open(active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	size := fileSize(t, active)
+	if hole, err := unix.Seek(int(fh.Fd()), end, unix.SEEK_HOLE); err != nil || hole != size || size <= end {
+		t.Fatalf("after reopening: data up to %d, first hole at %d (%v) in a file of %d bytes: no zeros written", end, hole, err, size)
+	}
+	f.check()
+}
+
+// lockedBuffer is a log destination safe to read while the filler's
+// goroutine writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
