@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -83,6 +86,87 @@ func TestPayloadRoundTripAndDamage(t *testing.T) {
 	}
 	if _, err := decodePayload([]byte("hello, not a bench record, long enough to have a header ....")); !errors.Is(err, errNotBench) {
 		t.Errorf("foreign payload: %v", err)
+	}
+}
+
+// A prepared payload size (its filler CRCs computed once) gives the same
+// bytes as the full computation, catches every damage the full one does,
+// and still accepts a payload whose filler is not the tool's own when its
+// checksum covers it.
+func TestPreparedPayloadChecksum(t *testing.T) {
+	sizes := []int{HeaderSize + minPreparedFiller, 1024, 10 << 10, HeaderSize + maxPreparedFiller}
+	type sample struct {
+		size int
+		h    header
+		p    []byte
+	}
+	var before []sample
+	for _, size := range sizes {
+		for _, seq := range []uint64{0, 1, 32767, 32768, 1<<40 + 12345} {
+			h := header{Topic: 2, Stream: 3, Seq: seq, Time: 99, ID: [16]byte{9}}
+			preparedSizes.Delete(size - HeaderSize) // a run of another test may have prepared it
+			before = append(before, sample{size, h, encodePayload(nil, size, h)})
+		}
+	}
+	for _, size := range sizes {
+		prepareSize(size)
+		if fillerCRCs(size-HeaderSize) == nil {
+			t.Fatalf("size %d not prepared", size)
+		}
+	}
+	for _, s := range before {
+		if p := encodePayload(nil, s.size, s.h); !bytes.Equal(p, s.p) {
+			t.Fatalf("size %d seq %d: prepared payload differs from the fully computed one", s.size, s.h.Seq)
+		}
+		if got, err := decodePayload(s.p); err != nil || got != s.h {
+			t.Fatalf("size %d seq %d: %+v, %v", s.size, s.h.Seq, got, err)
+		}
+		for _, i := range []int{3, 8, crcOffset, HeaderSize, len(s.p) / 2, len(s.p) - 1} {
+			q := bytes.Clone(s.p)
+			q[i] ^= 0x10
+			if _, err := decodePayload(q); err == nil {
+				t.Errorf("size %d seq %d: flipping byte %d went unnoticed", s.size, s.h.Seq, i)
+			}
+		}
+		// Another filler with its checksum made in full: accepted.
+		q := bytes.Clone(s.p)
+		for i := HeaderSize; i < len(q); i++ {
+			q[i] = byte(i)
+		}
+		binary.LittleEndian.PutUint32(q[crcOffset:], checksum(q))
+		if got, err := decodePayload(q); err != nil || got != s.h {
+			t.Fatalf("size %d seq %d, a foreign filler: %+v, %v", s.size, s.h.Seq, got, err)
+		}
+	}
+	prepareSize(HeaderSize + maxPreparedFiller + 1)
+	prepareSize(HeaderSize + minPreparedFiller - 1)
+	if fillerCRCs(maxPreparedFiller+1) != nil || fillerCRCs(minPreparedFiller-1) != nil {
+		t.Fatal("a filler beyond the bounds was prepared")
+	}
+}
+
+// BenchmarkPayload is a payload made and checked, as a run does.
+func BenchmarkPayload(b *testing.B) {
+	for _, c := range []struct {
+		size     int
+		prepared bool
+	}{{100, false}, {100, true}, {1024, false}, {1024, true}, {10 << 10, false}, {10 << 10, true}} {
+		size, prepared := c.size, c.prepared
+		b.Run(fmt.Sprintf("size=%d/prepared=%v", size, prepared), func(b *testing.B) {
+			if prepared {
+				prepareSize(size)
+			} else {
+				preparedSizes.Delete(size - HeaderSize)
+			}
+			buf := make([]byte, size)
+			b.SetBytes(int64(size))
+			for i := range b.N {
+				p := encodePayload(buf, size, header{Seq: uint64(i)})
+				if _, err := decodePayload(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

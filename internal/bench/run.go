@@ -108,6 +108,7 @@ func OpenTarget(ctx context.Context, cfg *Config) (Target, error) {
 func runOn(ctx context.Context, cfg *Config, t Target) (*Report, error) {
 	protos, _ := cfg.protocols()
 	r := &run{cfg: cfg, t: t, protos: protos, v: NewVerifier(cfg.Workers), e2e: NewHist(), size: max(cfg.Size, HeaderSize)}
+	prepareSize(r.size)
 	r.errs.init()
 	for _, p := range protos {
 		r.stats = append(r.stats, &protoStats{name: p, ack: NewHist()})
