@@ -344,17 +344,17 @@ func TestBenchScenariosOnCluster(t *testing.T) {
 
 // TestBenchRelay: `hermes bench -target relay` starts the bare relay as a
 // child process, runs the open-loop live workload through it, verifies
-// every record, reports the relay's CPU and the latency distribution,
-// and stops the relay.
+// every record, reports the relay's CPU, the latency distribution and the
+// latency per window of publishing time, and stops the relay.
 func TestBenchRelay(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "relay.json")
 	cmd := exec.Command(testcluster.Binary(t), "bench", "-target", "relay", "-protocol", "grpc-stream", "-mode", "performance",
-		"-workers", "1", "-rate", "2000", "-duration", "1s", "-size", "96", "-latency-dist", "-quiet", "-json", out)
+		"-workers", "1", "-rate", "2000", "-duration", "3s", "-window", "1s", "-size", "96", "-latency-dist", "-quiet", "-json", out)
 	text, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, text)
 	}
-	for _, want := range []string{"latency distribution:", "20-50µs", "cpu       broker pid", "cpu       load generator pid"} {
+	for _, want := range []string{"latency distribution:", "20-50µs", "cpu       broker pid", "cpu       load generator pid", "          0-1 s         p50 ", "          2-3 s         p50 "} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("no %q in\n%s", want, text)
 		}
@@ -368,8 +368,18 @@ func TestBenchRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkClean(t, &rep, false)
-	if rep.Publish.Sent != 2000 || len(rep.Subscribe.E2ELatency.Distribution) != len(bench.DistBuckets) {
+	if rep.Publish.Sent != 6000 || len(rep.Subscribe.E2ELatency.Distribution) != len(bench.DistBuckets) {
 		t.Errorf("sent %d, distribution %+v", rep.Publish.Sent, rep.Subscribe.E2ELatency.Distribution)
+	}
+	// Paced at 2,000/s from the start: each second's records in its window.
+	if w := rep.Subscribe.E2EWindows; len(w) != 3 {
+		t.Errorf("%d latency windows, want 3: %+v", len(w), w)
+	} else {
+		for i, win := range w {
+			if win.FromS != float64(i) || win.ToS != float64(i+1) || win.Latency.Count != 2000 || win.Latency.P99 <= 0 {
+				t.Errorf("window %d: %+v, want 2,000 records due from %d s to %d s", i, win, i, i+1)
+			}
+		}
 	}
 	// The relay is gone with the run.
 	for _, pid := range rep.Config.BrokerPIDs {

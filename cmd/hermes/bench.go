@@ -121,6 +121,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.StringVarP(&b.out.format, "output", "o", "table", "output format of the results: table (for people), json or yaml (the report -json writes; progress then goes to stderr)")
 	f.StringVar(&b.cfg.RelayAddr, "relay-addr", "", "-target relay: a running relay (hermes bench relay); default: start one")
 	f.BoolVar(&b.cfg.LatencyDist, "latency-dist", false, "print the end-to-end latency distribution (<20µs, 20-50µs, ... >5ms)")
+	f.DurationVar(&b.cfg.Window, "window", 0, "also report end-to-end latency per window of this length (e.g. 60s), by when each record was due or sent: whether a long run stays flat")
 	f.StringVar(&b.cpuProf, "cpu-profile", "", "write a CPU profile of this process (the load generator) to this file: what limits the client side")
 }
 

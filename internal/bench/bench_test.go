@@ -324,3 +324,47 @@ func TestWorkerKeepsAtMostMaxInFlightUnanswered(t *testing.T) {
 		t.Fatalf("acked %d", got)
 	}
 }
+
+// Latencies land in the window of when their record was due; records
+// before the start count in the first window, those past the last one in
+// the last; a window with nothing has a count of 0.
+func TestWindowHists(t *testing.T) {
+	start := time.Unix(1000, 0)
+	w := &windowHists{every: 10 * time.Second}
+	at := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
+	w.record(start, at(-time.Second), time.Millisecond)
+	w.record(start, at(0), 2*time.Millisecond)
+	w.record(start, at(9999*time.Millisecond), 3*time.Millisecond)
+	w.record(start, at(25*time.Second), 40*time.Millisecond)
+	w.record(start, at(time.Duration(maxWindows+5)*10*time.Second), time.Millisecond)
+	got := w.summaries()
+	if len(got) != maxWindows {
+		t.Fatalf("%d windows, want %d (the last holds what is beyond)", len(got), maxWindows)
+	}
+	if got[0].FromS != 0 || got[0].ToS != 10 || got[0].Latency.Count != 3 || got[0].Latency.Max < 2.99 || got[0].Latency.Max > 3.01 {
+		t.Errorf("first window %+v", got[0])
+	}
+	if got[1].Latency.Count != 0 || got[2].Latency.Count != 1 || got[2].Latency.P50 < 39.5 || got[2].Latency.P50 > 40.5 {
+		t.Errorf("windows 2 and 3: %+v %+v", got[1], got[2])
+	}
+	if last := got[maxWindows-1]; last.Latency.Count != 1 || last.FromS != float64(maxWindows-1)*10 {
+		t.Errorf("last window %+v", last)
+	}
+	for _, c := range []struct {
+		window, duration time.Duration
+		count            int64
+		ok               bool
+	}{
+		{0, time.Minute, 0, true},
+		{time.Second, 10 * time.Minute, 0, true},
+		{500 * time.Millisecond, time.Minute, 0, false},
+		{time.Second, 11 * time.Minute, 0, false},
+		{time.Second, 0, 1000, true},
+	} {
+		cfg := Config{Target: "hermes", Scenario: ScenarioLive, Workers: 1, Duration: c.duration, Count: c.count, MaxInFlight: 1,
+			Size: 100, Partitions: 1, Mode: "consistent", Protocol: ProtoGRPC, GRPCTargets: []string{"127.0.0.1:1"}, Window: c.window}
+		if err := cfg.Validate(); (err == nil) != c.ok {
+			t.Errorf("window %s, duration %s, count %d: %v", c.window, c.duration, c.count, err)
+		}
+	}
+}

@@ -96,9 +96,13 @@ type Config struct {
 	// instead of one plain subscriber.
 	DiskMembers int `json:"disk_members,omitempty"`
 	// LatencyDist prints the end-to-end latency distribution.
-	LatencyDist bool  `json:"latency_dist,omitempty"`
-	BrokerPIDs  []int `json:"broker_pids"`
-	KeepTopics  bool  `json:"keep_topics"`
+	LatencyDist bool `json:"latency_dist,omitempty"`
+	// Window > 0 also reports end-to-end latency per window of this
+	// length (at least 1 s, at most maxWindows of a run), by when each
+	// record was due or sent.
+	Window     time.Duration `json:"window,omitempty"`
+	BrokerPIDs []int         `json:"broker_pids"`
+	KeepTopics bool          `json:"keep_topics"`
 
 	// Progress receives the once-a-second progress line (nil: none);
 	// ProgressTTY makes it one line rewritten with a carriage return.
@@ -165,6 +169,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("misrouting is planted only in the isolation scenario")
 	case c.DiskMembers < 0 || c.DiskMembers > 1 && c.Scenario != ScenarioDisk:
 		return fmt.Errorf("-disk-members %d: a count of group members for the disk scenario", c.DiskMembers)
+	case c.Window != 0 && c.Window < time.Second:
+		return fmt.Errorf("-window %s: at least 1s (or 0: none)", c.Window)
+	case c.Window > 0 && c.Count == 0 && c.Duration > maxWindows*c.Window:
+		return fmt.Errorf("-window %s: -duration %s makes more than %d windows", c.Window, c.Duration, maxWindows)
 	}
 	if (c.Target == "relay" || c.Target == "nats-core") && c.Scenario != ScenarioLive {
 		return fmt.Errorf("-target %s keeps nothing: it runs the live scenario only", c.Target)

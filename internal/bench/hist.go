@@ -80,16 +80,21 @@ var DistBuckets = []Bucket{
 func (h *Hist) Summary() Latency {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return summarize(h.h)
+}
+
+// summarize is the Summary of h (in µs).
+func summarize(h *hdrhistogram.Histogram) Latency {
 	ms := func(us int64) float64 { return float64(us) / 1000 }
-	if h.h.TotalCount() == 0 {
+	if h.TotalCount() == 0 {
 		return Latency{}
 	}
-	total := float64(h.h.TotalCount())
+	total := float64(h.TotalCount())
 	dist := make([]Bucket, len(DistBuckets))
 	for i, b := range DistBuckets {
 		dist[i] = b
 	}
-	for _, bar := range h.h.Distribution() {
+	for _, bar := range h.Distribution() {
 		if bar.Count == 0 {
 			continue
 		}
@@ -102,13 +107,13 @@ func (h *Hist) Summary() Latency {
 	}
 	return Latency{
 		Distribution: dist,
-		Count:        h.h.TotalCount(),
-		Mean:         h.h.Mean() / 1000,
-		P25:          ms(h.h.ValueAtQuantile(25)),
-		P50:          ms(h.h.ValueAtQuantile(50)),
-		P90:          ms(h.h.ValueAtQuantile(90)),
-		P99:          ms(h.h.ValueAtQuantile(99)),
-		P999:         ms(h.h.ValueAtQuantile(99.9)),
-		Max:          ms(h.h.Max()),
+		Count:        h.TotalCount(),
+		Mean:         h.Mean() / 1000,
+		P25:          ms(h.ValueAtQuantile(25)),
+		P50:          ms(h.ValueAtQuantile(50)),
+		P90:          ms(h.ValueAtQuantile(90)),
+		P99:          ms(h.ValueAtQuantile(99)),
+		P999:         ms(h.ValueAtQuantile(99.9)),
+		Max:          ms(h.Max()),
 	}
 }

@@ -87,6 +87,9 @@ type SubscribeStats struct {
 	// delivery. In the disk and late scenarios it includes the time the
 	// record waited in storage.
 	E2ELatency Latency `json:"e2e_latency"`
+	// E2EWindows (with -window): E2ELatency per window of publishing
+	// time, by when each record was due or sent.
+	E2EWindows []WindowLatency `json:"e2e_windows,omitempty"`
 	// CatchUpSeconds (late): from joining until the subscriber had read
 	// every record acknowledged before it joined.
 	CatchUpSeconds float64 `json:"catch_up_s,omitempty"`
@@ -159,6 +162,9 @@ func (r *run) subscribeStats(sc *scenario, d drainResult) *SubscribeStats {
 		DrainSeconds: d.duration.Seconds(), DrainOutcome: d.outcome, E2ELatency: r.e2e.Summary(),
 		LateBacklog:                     sc.lateBacklog,
 		ConsumerDuringPublishMsgsPerSec: rate(sc.receivedAtPubEnd, r.pubEnd.Sub(r.start).Seconds()),
+	}
+	if r.windows != nil {
+		s.E2EWindows = r.windows.summaries()
 	}
 	var first, last int64
 	for _, sub := range r.subs {
@@ -248,6 +254,9 @@ func (rep *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "          late subscriber: backlog %d at join, caught up in %.2fs\n", s.LateBacklog, s.CatchUpSeconds)
 		}
 		fmt.Fprintf(w, "          end-to-end    %s\n", s.E2ELatency)
+		for _, win := range s.E2EWindows {
+			fmt.Fprintf(w, "          %-13s %s\n", fmt.Sprintf("%.0f-%.0f s", win.FromS, win.ToS), win.Latency)
+		}
 		if c.LatencyDist {
 			s.E2ELatency.PrintDistribution(w)
 		}

@@ -38,8 +38,10 @@ type run struct {
 	v      *Verifier
 	stats  []*protoStats // one per protocol, in cfg.protocols order
 	e2e    *Hist
-	errs   errorTable
-	size   int // payload bytes of every record
+	// windows: e2e per window of publishing time (nil: Config.Window 0).
+	windows *windowHists
+	errs    errorTable
+	size    int // payload bytes of every record
 
 	start time.Time // publishing starts
 	end   time.Time // publishing stops (duration mode)
@@ -109,6 +111,9 @@ func runOn(ctx context.Context, cfg *Config, t Target) (*Report, error) {
 	protos, _ := cfg.protocols()
 	r := &run{cfg: cfg, t: t, protos: protos, v: NewVerifier(cfg.Workers), e2e: NewHist(), size: max(cfg.Size, HeaderSize)}
 	prepareSize(r.size)
+	if cfg.Window > 0 {
+		r.windows = &windowHists{every: cfg.Window}
+	}
 	r.errs.init()
 	for _, p := range protos {
 		r.stats = append(r.stats, &protoStats{name: p, ack: NewHist()})

@@ -94,6 +94,9 @@ func (r *run) consume(ctx context.Context, s *subscriber) {
 		at, first := r.v.Deliver(s.topic, d)
 		if first {
 			r.e2e.Record(since(at, now))
+			if r.windows != nil {
+				r.windows.record(r.start, at, since(at, now))
+			}
 			if f := s.first.Add(1); s.catchUp > 0 && f >= s.catchUp {
 				s.caughtUpAt.CompareAndSwap(0, now.UnixNano())
 			}
