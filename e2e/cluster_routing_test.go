@@ -86,138 +86,111 @@ func publishAll(t *testing.T, p *client.Producer, n int) []record.MessageID {
 	return ids
 }
 
-// TestClusterProducerGoesToLeaders: a Producer dialled to one node of
-// three sends its first batches through that node, which relays those of
-// partitions it does not lead and names their leaders; from then on the
-// Producer sends to the leaders itself, and the node relays nothing more.
-// With WithLeaderRouting(false) the node keeps relaying (the control).
-// Client.Publish to a fixed partition learns its leader the same way.
-// When a leader is killed, the Producer falls back to the dialled node
-// and finds the new leader; every acknowledged record is in the topic
-// exactly once.
-func TestClusterProducerGoesToLeaders(t *testing.T) {
-	nodes := testcluster.StartCluster(t, 3, "--log-level", "warn")
-	cs := clusterClients(t, nodes)
-	const topic = "routed"
+// routedTopic is a 3-node cluster with a topic of three partitions, each
+// led by its preferred replica, and the node the clients dial: the one
+// leading the fewest partitions, so that some are led elsewhere (remote
+// is one of those).
+type routedTopic struct {
+	nodes   []*testcluster.Node
+	cs      []pb.HermesClient
+	leaders map[int32]uint64
+	e       int // index of the entry node
+	entry   *testcluster.Node
+	remote  int32
+}
+
+func newRoutedTopic(t *testing.T, topic string) routedTopic {
+	t.Helper()
+	r := routedTopic{nodes: testcluster.StartCluster(t, 3, "--log-level", "warn")}
+	r.cs = clusterClients(t, r.nodes)
 	err := retryUnavailable(t, 30*time.Second, func() error {
-		_, err := cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: topic, Config: &pb.TopicConfig{Partitions: 3}})
+		_, err := r.cs[0].CreateTopic(ctxT(t, 20*time.Second), &pb.CreateTopicRequest{Name: topic, Config: &pb.TopicConfig{Partitions: 3}})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaders := partitionLeaders(t, cs[0], topic, 3)
-	// The clients dial the node leading the fewest partitions.
-	led := make([]int, len(nodes))
-	for _, l := range leaders {
+	r.leaders = partitionLeaders(t, r.cs[0], topic, 3)
+	led := make([]int, len(r.nodes))
+	for _, l := range r.leaders {
 		led[l-1]++
 	}
-	e := slices.Index(led, slices.Min(led))
-	entry := nodes[e]
-	var remote int32 = -1 // a partition the entry node does not lead
-	for part, l := range leaders {
-		if l != uint64(e+1) {
-			remote = part
+	r.e = slices.Index(led, slices.Min(led))
+	r.entry = r.nodes[r.e]
+	r.remote = -1
+	for part, l := range r.leaders {
+		if l != uint64(r.e+1) {
+			r.remote = part
 		}
 	}
-	t.Logf("partition leaders %v; the clients dial node %d", leaders, e+1)
+	t.Logf("partition leaders %v; the clients dial node %d", r.leaders, r.e+1)
+	return r
+}
 
-	ctx := context.Background()
-	c, err := client.Dial(ctx, entry.GRPCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	prod, err := c.NewProducer(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { prod.Close(context.Background()) })
-
-	var acked []record.MessageID
-	acked = append(acked, publishAll(t, prod, 3000)...)
-	learned := relayedBatches(t, entry, topic)
+// learnLeaders publishes through prod until the entry node relays
+// nothing more of a round (the Producer connects to the leaders in the
+// background and keeps sending through the entry node until those
+// streams are open; on a loaded machine that can outlast the first
+// round), then a last round that must not be relayed. It returns the
+// records acknowledged and the batches the entry relayed meanwhile.
+func (r routedTopic) learnLeaders(t *testing.T, prod *client.Producer, topic string) ([]record.MessageID, int) {
+	t.Helper()
+	acked := publishAll(t, prod, 3000)
+	learned := relayedBatches(t, r.entry, topic)
 	if learned == 0 {
-		t.Fatalf("node %d relayed nothing, yet it leads only some of %v", e+1, leaders)
+		t.Fatalf("node %d relayed nothing, yet it leads only some of %v", r.e+1, r.leaders)
 	}
-	// The Producer connects to the leaders in the background and keeps
-	// sending through the entry node until those streams are open; on a
-	// loaded machine that can outlast the first round. Publish small
-	// rounds (each covers every partition) until one is relayed nothing.
 	for round := 0; ; round++ {
 		acked = append(acked, publishAll(t, prod, 300)...)
-		n := relayedBatches(t, entry, topic)
+		n := relayedBatches(t, r.entry, topic)
 		if n == learned {
 			break
 		}
 		learned = n
 		if round == 50 {
-			t.Fatalf("node %d still relays after 50 rounds: the producer never connected to the leaders", e+1)
+			t.Fatalf("node %d still relays after 50 rounds: the producer never connected to the leaders", r.e+1)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	acked = append(acked, publishAll(t, prod, 3000)...)
-	if n := relayedBatches(t, entry, topic); n != learned {
-		t.Fatalf("node %d relayed %d more batches after the producer learned the leaders", e+1, n-learned)
+	if n := relayedBatches(t, r.entry, topic); n != learned {
+		t.Fatalf("node %d relayed %d more batches after the producer learned the leaders", r.e+1, n-learned)
 	}
 	t.Logf("relayed while learning the leaders: %d batches; after: 0", learned)
+	return acked, learned
+}
 
-	// The control: without leader routing the entry node relays on.
-	plain, err := client.Dial(ctx, entry.GRPCAddr, client.WithLeaderRouting(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
-	pp, err := plain.NewProducer(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acked = append(acked, publishAll(t, pp, 3000)...)
-	pp.Close(ctx)
-	before := relayedBatches(t, entry, topic)
-	if before == learned {
-		t.Fatal("without leader routing the entry node relayed nothing: the control cannot tell")
-	}
-
-	// Client.Publish to one partition: the first call is relayed, the
-	// next go to the leader.
-	for i := range 3 {
-		acks, err := c.Publish(ctxT(t, 10*time.Second), topic, []*client.Message{{Payload: []byte("unary")}}, client.WithPartition(remote))
-		if err != nil {
-			t.Fatalf("unary publish %d: %v", i, err)
-		}
-		acked = append(acked, record.MessageID(acks[0].ID))
-	}
-	if n := relayedBatches(t, entry, topic) - before; n != 1 {
-		t.Fatalf("three unary publishes to partition %d: node %d relayed %d, want 1 (the first)", remote, e+1, n)
-	}
-
-	// Kill the leader of a partition the producer now sends to directly.
-	victim := nodes[leaders[remote]-1]
-	victim.Kill()
+// killRemoteLeader kills the leader of partition remote and publishes to
+// it through prod until acknowledged, then 3,000 more records.
+func (r routedTopic) killRemoteLeader(t *testing.T, prod *client.Producer) []record.MessageID {
+	t.Helper()
+	r.nodes[r.leaders[r.remote]-1].Kill()
 	killed := time.Now()
 	key := []byte("k")
-	for i := 0; record.KeyPartition(key, 3) != remote; i++ {
+	for i := 0; record.KeyPartition(key, 3) != r.remote; i++ {
 		key = fmt.Appendf(nil, "k%d", i)
 	}
-	ack, err := prod.Publish(ctx, &client.Message{Key: key, Payload: []byte("first after the kill")}).Wait(ctxT(t, 30*time.Second))
+	ack, err := prod.Publish(context.Background(), &client.Message{Key: key, Payload: []byte("first after the kill")}).Wait(ctxT(t, 30*time.Second))
 	if err != nil {
-		t.Fatalf("first publish to partition %d after its leader was killed: %v", remote, err)
+		t.Fatalf("first publish to partition %d after its leader was killed: %v", r.remote, err)
 	}
-	acked = append(acked, record.MessageID(ack.ID))
-	t.Logf("failover seen by the producer: partition %d acknowledged again %v after its leader was killed", remote, time.Since(killed).Round(time.Millisecond))
-	acked = append(acked, publishAll(t, prod, 3000)...)
-	t.Logf("3000 records acknowledged %v after killing node %d (leader of partition %d)", time.Since(killed).Round(time.Millisecond), leaders[remote], remote)
-	acked = append(acked, publishAll(t, prod, 3000)...)
+	t.Logf("failover seen by the producer: partition %d acknowledged again %v after its leader was killed", r.remote, time.Since(killed).Round(time.Millisecond))
+	acked := append([]record.MessageID{record.MessageID(ack.ID)}, publishAll(t, prod, 3000)...)
+	t.Logf("3000 records acknowledged %v after killing node %d (leader of partition %d)", time.Since(killed).Round(time.Millisecond), r.leaders[r.remote], r.remote)
+	return acked
+}
 
-	// Every acknowledged record is stored exactly once (the entry may apply
-	// the last commits a moment after the leader acknowledged them).
+// storedOnce checks that every acknowledged record is in the topic
+// exactly once, read through the entry node (which may apply the last
+// commits a moment after the leader acknowledged them).
+func (r routedTopic) storedOnce(t *testing.T, topic string, acked []record.MessageID) {
+	t.Helper()
 	var seen map[record.MessageID]int
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		seen = map[record.MessageID]int{}
 		for part := range int32(3) {
-			for _, r := range readAll(t, cs[e], topic, part) {
-				seen[r.MessageID]++
+			for _, rec := range readAll(t, r.cs[r.e], topic, part) {
+				seen[rec.MessageID]++
 			}
 		}
 		if len(seen) >= len(acked) || time.Now().After(deadline) {
@@ -232,6 +205,92 @@ func TestClusterProducerGoesToLeaders(t *testing.T) {
 	if len(seen) != len(acked) {
 		t.Fatalf("the topic holds %d records, %d were acknowledged", len(seen), len(acked))
 	}
+}
+
+// producerTo dials addr and opens a Producer of topic, both closed at the
+// test's end.
+func producerTo(t *testing.T, addr, topic string, opts ...client.Option) (*client.Client, *client.Producer) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	p, err := c.NewProducer(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return c, p
+}
+
+// TestClusterProducerGoesToLeaders: a Producer dialled to one node of
+// three sends its first batches through that node, which relays those of
+// partitions it does not lead and names their leaders; from then on the
+// Producer sends to the leaders itself, and the node relays nothing more.
+// With WithLeaderRouting(false) the node keeps relaying (the control).
+// Client.Publish to a fixed partition learns its leader the same way.
+// When a leader is killed, the Producer falls back to the dialled node
+// and finds the new leader; every acknowledged record is in the topic
+// exactly once.
+func TestClusterProducerGoesToLeaders(t *testing.T) {
+	const topic = "routed"
+	r := newRoutedTopic(t, topic)
+	c, prod := producerTo(t, r.entry.GRPCAddr, topic)
+	acked, learned := r.learnLeaders(t, prod, topic)
+
+	// The control: without leader routing the entry node relays on.
+	_, pp := producerTo(t, r.entry.GRPCAddr, topic, client.WithLeaderRouting(false))
+	acked = append(acked, publishAll(t, pp, 3000)...)
+	pp.Close(context.Background())
+	before := relayedBatches(t, r.entry, topic)
+	if before == learned {
+		t.Fatal("without leader routing the entry node relayed nothing: the control cannot tell")
+	}
+
+	// Client.Publish to one partition: the first call is relayed, the
+	// next go to the leader.
+	for i := range 3 {
+		acks, err := c.Publish(ctxT(t, 10*time.Second), topic, []*client.Message{{Payload: []byte("unary")}}, client.WithPartition(r.remote))
+		if err != nil {
+			t.Fatalf("unary publish %d: %v", i, err)
+		}
+		acked = append(acked, record.MessageID(acks[0].ID))
+	}
+	if n := relayedBatches(t, r.entry, topic) - before; n != 1 {
+		t.Fatalf("three unary publishes to partition %d: node %d relayed %d, want 1 (the first)", r.remote, r.e+1, n)
+	}
+
+	// Kill the leader of a partition the producer now sends to directly.
+	acked = append(acked, r.killRemoteLeader(t, prod)...)
+	acked = append(acked, publishAll(t, prod, 3000)...)
+	r.storedOnce(t, topic, acked)
+}
+
+// TestClusterWireProducerGoesToLeaders: over hermes-wire too, a Producer
+// dialled to one node sends its first batches through it; the node relays
+// those of partitions it does not lead and names the leaders' hermes-wire
+// addresses in its acknowledgements (capability LEADER), and from then on
+// the Producer sends to the leaders itself. Without leader routing the
+// node keeps relaying (the control). After a leader is killed the
+// Producer goes on through the dialled node to the new leader, and every
+// acknowledged record is stored exactly once.
+func TestClusterWireProducerGoesToLeaders(t *testing.T) {
+	const topic = "wire-routed"
+	r := newRoutedTopic(t, topic)
+	_, prod := producerTo(t, "wire://"+r.entry.WireAddr, topic)
+	acked, learned := r.learnLeaders(t, prod, topic)
+
+	_, pp := producerTo(t, "wire://"+r.entry.WireAddr, topic, client.WithLeaderRouting(false))
+	acked = append(acked, publishAll(t, pp, 3000)...)
+	pp.Close(context.Background())
+	if relayedBatches(t, r.entry, topic) == learned {
+		t.Fatal("without leader routing the entry node relayed nothing: the control cannot tell")
+	}
+
+	acked = append(acked, r.killRemoteLeader(t, prod)...)
+	r.storedOnce(t, topic, acked)
 }
 
 // TestClusterGroupMemberGoesToCoordinator: a group member subscribing on a

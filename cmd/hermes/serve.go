@@ -98,6 +98,7 @@ variable: HERMES_ and the flag name in upper case with _ for -
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka protocol listen address (\"\": no Kafka listener)")
 	f.StringVar(&cfg.AdvertiseKafkaAddr, "advertise-kafka-addr", "", "Kafka address clients are told to connect to for this node (default: the --kafka-addr listener; set it when listening on 0.0.0.0)")
 	f.StringVar(&cfg.WireAddr, "wire-addr", "127.0.0.1:7070", "hermes-wire (the low-latency binary protocol) listen address (\"\": no hermes-wire listener)")
+	f.StringVar(&cfg.AdvertiseWireAddr, "advertise-wire-addr", "", "hermes-wire address clients are told to connect to for this node, to publish to partition leaders (default: the --wire-addr listener; set it when listening on 0.0.0.0)")
 	f.BoolVar(&cfg.WireSpin, "wire-spin", false, "hermes-wire connections busy-poll their sockets: lower latency, a CPU core per busy connection (for machines with cores to spare)")
 	f.BoolVar(&cfg.KafkaAutoCreateTopics, "kafka-auto-create-topics", false, "let Kafka clients create a topic by asking for its metadata (Kafka's auto.create.topics.enable)")
 	f.Uint64Var(&cc.NodeID, "node-id", 1, "this node's id in its cluster (a single node is a cluster of one); a data directory belongs to the id it was first started with")

@@ -439,15 +439,16 @@ type ClusterNode struct {
 	ID                 uint64
 	GRPCAddr, HTTPAddr string
 	// KafkaAddr is where Kafka clients reach the node ("" without a
-	// Kafka listener).
-	KafkaAddr string
+	// Kafka listener); WireAddr where hermes-wire clients do ("" without
+	// a hermes-wire listener).
+	KafkaAddr, WireAddr string
 }
 
 // ClusterNodes lists the registered nodes (nil on a single node).
 func (b *Broker) ClusterNodes() []ClusterNode {
 	var out []ClusterNode
 	for _, n := range b.cl.Meta().Nodes() {
-		out = append(out, ClusterNode{ID: n.ID, GRPCAddr: n.GRPCAddr, HTTPAddr: n.HTTPAddr, KafkaAddr: n.KafkaAddr})
+		out = append(out, ClusterNode{ID: n.ID, GRPCAddr: n.GRPCAddr, HTTPAddr: n.HTTPAddr, KafkaAddr: n.KafkaAddr, WireAddr: n.WireAddr})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -463,7 +464,7 @@ func (b *Broker) Nodes() []ClusterNode {
 		}
 	}
 	c := b.cfg.Cluster
-	self := ClusterNode{ID: c.NodeID, GRPCAddr: c.GRPCAddr, HTTPAddr: c.HTTPAddr, KafkaAddr: c.KafkaAddr}
+	self := ClusterNode{ID: c.NodeID, GRPCAddr: c.GRPCAddr, HTTPAddr: c.HTTPAddr, KafkaAddr: c.KafkaAddr, WireAddr: c.WireAddr}
 	nodes = append(nodes, self)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
 	return nodes

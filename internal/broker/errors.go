@@ -133,6 +133,11 @@ func LeaderAddress(err error) string {
 	return ""
 }
 
+// LeaderNode returns the id of the node that can serve the failed request
+// (a partition's leader, the group coordinator), or 0: its addresses for
+// each protocol are in Nodes.
+func LeaderNode(err error) uint64 { return leaderNode(err) }
+
 // leaderNode returns the id of the node that can serve the failed
 // request, or 0.
 func leaderNode(err error) uint64 {

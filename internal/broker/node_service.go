@@ -96,7 +96,7 @@ func (b *Broker) publishRelayed(req *nodepb.PublishRequest, done func(int64, err
 	if b.cfg.Tracer != nil {
 		span = batchParent(batch)
 	}
-	b.appendDurable(p, batch, int(h.RecordCount), mode, true, span, func(base int64, _ string, err error) { done(base, err) })
+	b.appendDurable(p, batch, int(h.RecordCount), mode, true, span, func(base int64, _ uint64, err error) { done(base, err) })
 }
 
 // Fetch serves a read of a partition this node holds.

@@ -51,14 +51,17 @@ type PublishResult struct {
 	Count      int
 	// Leader is set on a cluster when this node relayed the records (all
 	// of one partition) to the partition's leader: that leader's gRPC
-	// address, where a client can send the partition's next publishes.
-	Leader string
+	// address, where a client can send the partition's next publishes;
+	// LeaderNode is that leader's id (the other protocols' addresses are
+	// in Nodes).
+	Leader     string
+	LeaderNode uint64
 }
 
 // stored is told how a durable append ended: the batch's base offset and
-// via, the gRPC address of the leader that stored it when this node
-// relayed it ("" when stored here), or the error.
-type stored func(base int64, via string, err error)
+// via, the id of the leader that stored it when this node relayed it (0
+// when stored here), or the error.
+type stored func(base int64, via uint64, err error)
 
 // RecordAck locates one published record. For ModePerformance the offset
 // is in the partition's ring, not its log.
@@ -157,12 +160,12 @@ func (b *Broker) publishBatch(t *topic, req *PublishRequest, mode Mode, span tra
 		done(nil, err)
 		return
 	}
-	b.appendDurable(p, batch, n, mode, false, span, func(base int64, via string, err error) {
+	b.appendDurable(p, batch, n, mode, false, span, func(base int64, via uint64, err error) {
 		if err != nil {
 			done(nil, err)
 			return
 		}
-		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: base, Count: n, Leader: via}, nil)
+		done(&PublishResult{Mode: mode, Partition: p.id, BaseOffset: base, Count: n, Leader: b.leaderAddr(via), LeaderNode: via}, nil)
 	})
 }
 
@@ -273,7 +276,7 @@ func fillRecords(recs []record.Record, now int64) {
 // proposal's commit span.
 func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, forwarded bool, span trace.SpanContext, done stored) {
 	if p.remote && p.offline() && p.onlyHere() {
-		done(0, "", p.offlineError())
+		done(0, 0, p.offlineError())
 		return
 	}
 	if p.remote {
@@ -282,16 +285,16 @@ func (b *Broker) appendDurable(p *partition, batch []byte, n int, mode Mode, for
 	}
 	if q := b.cfg.MaxDiskBytes; q > 0 && b.diskBytes.Load() >= q {
 		b.m.rejected.WithLabelValues("disk_quota").Inc()
-		done(0, "", exhausted(diskQuotaRetry, "disk quota of %d bytes is used up", q))
+		done(0, 0, exhausted(diskQuotaRetry, "disk quota of %d bytes is used up", q))
 		return
 	}
 	if b.lowDisk.Load() {
 		b.m.rejected.WithLabelValues("disk_low").Inc()
-		done(0, "", b.lowDiskError())
+		done(0, 0, b.lowDiskError())
 		return
 	}
 	if p.offline() {
-		done(0, "", p.offlineError())
+		done(0, 0, p.offlineError())
 		return
 	}
 	// While the group elects, wait here for its leader (this blocks the
@@ -337,16 +340,16 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, fo
 			b.relay(p, batch, mode, forwarded, p.notHere(), false, done)
 		case errors.Is(err, replication.ErrBusy):
 			b.m.rejected.WithLabelValues("queue_full").Inc()
-			done(0, "", exhausted(queueFullRetry, "%v", err))
+			done(0, 0, exhausted(queueFullRetry, "%v", err))
 		case errors.Is(err, replication.ErrDuplicateInFlight):
-			done(0, "", &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: duplicateInFlightRetry})
+			done(0, 0, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: duplicateInFlightRetry})
 		case err != nil:
-			done(0, "", &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: notLeaderRetry})
+			done(0, 0, &kindError{kind: ErrUnavailable, msg: err.Error(), retryAfter: notLeaderRetry})
 		default:
 			b.m.publishLatency.WithLabelValues(mode.String()).Observe(time.Since(enq).Seconds())
 			b.m.publishedRecords.WithLabelValues(p.label, mode.String()).Add(float64(n))
 			b.m.publishedBytes.WithLabelValues(p.label, mode.String()).Add(float64(len(batch)))
-			done(first, "", nil)
+			done(first, 0, nil)
 		}
 	})
 }
@@ -358,7 +361,7 @@ func (b *Broker) proposeDurable(p *partition, batch []byte, n int, mode Mode, fo
 // publisher's records.
 func (b *Broker) relay(p *partition, batch []byte, mode Mode, forwarded bool, notHere error, wait bool, done stored) {
 	if forwarded {
-		done(0, "", notHere)
+		done(0, 0, notHere)
 		return
 	}
 	b.forwardPublish(p, batch, mode, notHere, wait, done)
@@ -510,11 +513,11 @@ func (b *Broker) publishGroup(p *partition, all []record.Record, idx []int, mode
 		agg.finish(errorf(ErrMessageTooLarge, "%d records for partition %d encode to %d bytes; one request may carry at most %d per partition", len(recs), p.id, len(batch), record.MaxBatchBytes))
 		return
 	}
-	b.appendDurable(p, batch, len(recs), mode, false, span, func(base int64, via string, err error) {
+	b.appendDurable(p, batch, len(recs), mode, false, span, func(base int64, via uint64, err error) {
 		if err == nil {
 			ack(base)
-			if single {
-				res.Leader = via // the only writer: one partition
+			if single { // the only writer: one partition
+				res.Leader, res.LeaderNode = b.leaderAddr(via), via
 			}
 		}
 		agg.finish(err)

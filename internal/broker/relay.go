@@ -77,22 +77,22 @@ func (rs *relays) close() {
 func (b *Broker) forwardPublish(p *partition, batch []byte, mode Mode, notHere error, wait bool, done stored) {
 	leader := leaderNode(notHere)
 	if leader == 0 || leader == b.cfg.Cluster.NodeID {
-		done(0, "", notHere)
+		done(0, 0, notHere)
 		return
 	}
 	r, err := b.relays.get(b, leader, p.group())
 	if err != nil {
-		done(0, "", notHere)
+		done(0, 0, notHere)
 		return
 	}
 	req := &nodepb.PublishRequest{Topic: p.t.name, Partition: p.id, Mode: int32(mode), Batch: batch}
 	r.send(req, wait, func(base int64, err error) {
 		if err != nil {
-			done(0, "", err)
+			done(0, 0, err)
 			return
 		}
 		b.m.relayed.WithLabelValues(p.t.name).Inc()
-		done(base, b.leaderAddr(leader), nil)
+		done(base, leader, nil)
 	})
 }
 

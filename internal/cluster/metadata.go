@@ -88,7 +88,7 @@ func (t *Topic) Target(p int) []uint64 {
 type NodeInfo struct {
 	ID                           uint64
 	RaftAddr, GRPCAddr, HTTPAddr string
-	KafkaAddr                    string
+	KafkaAddr, WireAddr          string
 }
 
 // Metadata is the state of the cluster. Not safe for concurrent use: the
@@ -188,7 +188,8 @@ func (m *Metadata) Apply(index uint64, cmd *pb.Command) (Change, error) {
 		return Change{Deleted: t}, nil
 	case *pb.Command_RegisterNode:
 		n := &NodeInfo{ID: k.RegisterNode.GetId(), RaftAddr: k.RegisterNode.GetRaftAddr(),
-			GRPCAddr: k.RegisterNode.GetGrpcAddr(), HTTPAddr: k.RegisterNode.GetHttpAddr(), KafkaAddr: k.RegisterNode.GetKafkaAddr()}
+			GRPCAddr: k.RegisterNode.GetGrpcAddr(), HTTPAddr: k.RegisterNode.GetHttpAddr(), KafkaAddr: k.RegisterNode.GetKafkaAddr(),
+			WireAddr: k.RegisterNode.GetWireAddr()}
 		if n.ID == 0 {
 			return Change{}, fmt.Errorf("%w: node id 0", ErrBadCommand)
 		}
@@ -641,7 +642,7 @@ func (t *Topic) clone() *Topic {
 func (m *Metadata) Snapshot() *pb.Snapshot {
 	s := &pb.Snapshot{}
 	for _, n := range m.Nodes() {
-		s.Nodes = append(s.Nodes, &pb.RegisterNode{Id: n.ID, RaftAddr: n.RaftAddr, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, KafkaAddr: n.KafkaAddr})
+		s.Nodes = append(s.Nodes, &pb.RegisterNode{Id: n.ID, RaftAddr: n.RaftAddr, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, KafkaAddr: n.KafkaAddr, WireAddr: n.WireAddr})
 	}
 	for _, t := range m.Topics() {
 		s.Topics = append(s.Topics, topicState(t))
@@ -676,7 +677,7 @@ func (m *Metadata) Restore(index uint64, s *pb.Snapshot) {
 	*m = *NewMetadata()
 	m.Applied = index
 	for _, n := range s.GetNodes() {
-		m.nodes[n.GetId()] = &NodeInfo{ID: n.GetId(), RaftAddr: n.GetRaftAddr(), GRPCAddr: n.GetGrpcAddr(), HTTPAddr: n.GetHttpAddr(), KafkaAddr: n.GetKafkaAddr()}
+		m.nodes[n.GetId()] = &NodeInfo{ID: n.GetId(), RaftAddr: n.GetRaftAddr(), GRPCAddr: n.GetGrpcAddr(), HTTPAddr: n.GetHttpAddr(), KafkaAddr: n.GetKafkaAddr(), WireAddr: n.GetWireAddr()}
 	}
 	for _, ts := range s.GetTopics() {
 		t := &Topic{Name: ts.GetName(), ID: ts.GetId(), Config: proto.Clone(ts.GetConfig()).(*pb.TopicConfig)}

@@ -40,8 +40,9 @@ type NodeConfig struct {
 	// (registered for the other nodes, which send clients here).
 	GRPCAddr, HTTPAddr string
 	// KafkaAddr is where Kafka clients reach this node ("" without a
-	// Kafka listener).
-	KafkaAddr string
+	// Kafka listener); WireAddr where hermes-wire clients do ("" without
+	// a hermes-wire listener).
+	KafkaAddr, WireAddr string
 	// ReplicationFactor is the default number of replicas of a partition
 	// (0: min(3, the metadata group's voters) when the topic is created).
 	ReplicationFactor int32
@@ -344,7 +345,7 @@ func (n *Node) Close() {
 func (n *Node) registerCmd() *pb.Command {
 	c := n.cfg
 	return &pb.Command{Kind: &pb.Command_RegisterNode{RegisterNode: &pb.RegisterNode{
-		Id: c.NodeID, RaftAddr: c.RaftAddr, GrpcAddr: c.GRPCAddr, HttpAddr: c.HTTPAddr, KafkaAddr: c.KafkaAddr}}}
+		Id: c.NodeID, RaftAddr: c.RaftAddr, GrpcAddr: c.GRPCAddr, HttpAddr: c.HTTPAddr, KafkaAddr: c.KafkaAddr, WireAddr: c.WireAddr}}}
 }
 
 func (n *Node) register(ctx context.Context) error {

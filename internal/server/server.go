@@ -60,10 +60,12 @@ type Config struct {
 	// KafkaAutoCreateTopics lets Kafka clients create topics by asking
 	// for their metadata (Kafka's auto.create.topics.enable).
 	KafkaAutoCreateTopics bool
-	// WireAddr is the hermes-wire listen address ("": none); WireSpin
-	// makes its connections busy-poll their sockets (wire.Config.Spin).
-	WireAddr string
-	WireSpin bool
+	// WireAddr is the hermes-wire listen address ("": none);
+	// AdvertiseWireAddr what hermes-wire clients are told to connect to
+	// for this node (default: the listener's address); WireSpin makes its
+	// connections busy-poll their sockets (wire.Config.Spin).
+	WireAddr, AdvertiseWireAddr string
+	WireSpin                    bool
 	// TLS is the certificate of the client listeners (gRPC and HTTP);
 	// with its CA, clients may authenticate with certificates it signed.
 	// Not enabled: plaintext.
@@ -181,6 +183,12 @@ func Start(cfg Config) (*Server, error) {
 		c.KafkaAddr = s.kafkaLis.Addr().String()
 		if cfg.AdvertiseKafkaAddr != "" {
 			c.KafkaAddr = cfg.AdvertiseKafkaAddr
+		}
+	}
+	if s.wireLis != nil {
+		c.WireAddr = s.wireLis.Addr().String()
+		if cfg.AdvertiseWireAddr != "" {
+			c.WireAddr = cfg.AdvertiseWireAddr
 		}
 	}
 	if cfg.AdvertiseGRPCAddr != "" {

@@ -159,7 +159,8 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // their partitions (default true). A cluster node relays a publish for a
 // partition it does not lead and names the leader in its answer; with
 // leader routing the Client then connects to that leader (at the address
-// the node advertises, --advertise-grpc-addr) and sends the partition's
+// the node advertises, --advertise-grpc-addr; over hermes-wire
+// --advertise-wire-addr) and sends the partition's
 // next publishes there, saving a network hop and the relaying node's
 // work. A leader that cannot be reached within 2 s is not tried again for
 // 30 s: its partitions keep going through the dialled nodes. Turn it off
@@ -190,8 +191,10 @@ func WithMaxReceiveBytes(n int) Option {
 // binary protocol (docs/PROTOCOL.md), with the same Producer, Consumer
 // and Publish; what hermes-wire does not carry (topic and group
 // administration, Fetch, Health) goes over gRPC to the address the node
-// tells in the handshake. Over hermes-wire there is no leader routing
-// (the node relays), and a subscription cannot name a dead-letter topic
+// tells in the handshake. Over hermes-wire a Producer's publishes move to
+// their partitions' leaders as over gRPC (WithLeaderRouting): a node that
+// relayed them names the leader's hermes-wire address (--advertise-wire-addr)
+// in its acknowledgement. A subscription cannot name a dead-letter topic
 // other than <topic>.dlq (WithDeadLetterTopic) nor bound its
 // unacknowledged records (WithMaxAckPending): Subscribe refuses them
 // with ErrInvalidArgument.

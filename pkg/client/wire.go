@@ -43,7 +43,7 @@ type subscribeStream interface {
 // the dialled node).
 func (c *Client) openPublish(ctx context.Context, addr, topic string) (publishStream, error) {
 	if c.wire != nil {
-		wc, t, err := c.wire.topic(ctx, topic)
+		wc, t, err := c.wire.topicAt(ctx, addr, topic)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +103,6 @@ func dialWire(ctx context.Context, addrs string, cfg clientConfig) (*Client, err
 	if err != nil {
 		return nil, fmt.Errorf("dial %s%s: %w", wireScheme, addrs, err)
 	}
-	cfg.direct = false // a node relays what it does not lead
 	var c *Client
 	if admin := grpcAddrOf(wc.GRPCAddr, w.addr()); admin != "" {
 		conn, err := grpcConn(admin, nil, &cfg)
@@ -161,6 +160,13 @@ type wireConn struct {
 	next   int // the address to dial next
 	cur    string
 	closed bool
+
+	// leaders are the connections to partition leaders a node named
+	// (leader routing), by address: dialled on first use, again once
+	// broken. Lock: lmu, which a dial holds (not mu: the connection to
+	// the dialled node stays usable meanwhile).
+	lmu     sync.Mutex
+	leaders map[string]*wire.Client
 }
 
 // get returns the live connection, dialling one if there is none.
@@ -200,14 +206,59 @@ func (w *wireConn) get(ctx context.Context) (*wire.Client, error) {
 	return nil, &Error{Code: CodeUnavailable, Retriable: true, Message: "hermes-wire: broker not reachable (" + strings.Join(errs, "; ") + ")"}
 }
 
+// leader returns the connection to the partition leader at addr, dialling
+// it (within leaderConnectTimeout) if there is none or it broke.
+func (w *wireConn) leader(ctx context.Context, addr string) (*wire.Client, error) {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	if c := w.leaders[addr]; c != nil {
+		select {
+		case <-c.Done():
+			delete(w.leaders, addr)
+		default:
+			return c, nil
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, leaderConnectTimeout)
+	defer cancel()
+	c, err := wire.Dial(dctx, addr, w.opts)
+	if err != nil {
+		return nil, wireErr(err)
+	}
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		c.Close()
+		return nil, ErrClosed
+	}
+	if w.leaders == nil {
+		w.leaders = make(map[string]*wire.Client)
+	}
+	w.leaders[addr] = c
+	return c, nil
+}
+
 // topic returns the live connection and topic's id on it.
 func (w *wireConn) topic(ctx context.Context, name string) (*wire.Client, uint32, error) {
+	return w.topicAt(ctx, "", name)
+}
+
+// topicAt returns the connection to addr ("": the dialled node; else a
+// partition leader, see leader) and topic's id on it.
+func (w *wireConn) topicAt(ctx context.Context, addr, name string) (*wire.Client, uint32, error) {
 	if len(name) > wire.MaxName {
 		// The node would close the connection, shared by every stream of
 		// the Client, for the malformed frame: refuse it here.
 		return nil, 0, &Error{Code: CodeInvalidTopicName, Message: fmt.Sprintf("invalid name: topic name must be 1 to %d characters, got %d", wire.MaxName, len(name))}
 	}
-	wc, err := w.get(ctx)
+	var wc *wire.Client
+	var err error
+	if addr == "" {
+		wc, err = w.get(ctx)
+	} else {
+		wc, err = w.leader(ctx, addr)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -230,11 +281,17 @@ func (w *wireConn) addr() string {
 
 func (w *wireConn) close() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.closed = true
 	if w.c != nil {
 		w.c.Close()
 		w.c = nil
+	}
+	w.mu.Unlock()
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	for addr, c := range w.leaders {
+		c.Close()
+		delete(w.leaders, addr)
 	}
 }
 
@@ -261,7 +318,7 @@ func wireErr(err error) error {
 // errorInfo is a hermes-wire ERROR as the gRPC API's in-band error.
 func errorInfo(we *wire.Error) *hermesv1.ErrorInfo {
 	return &hermesv1.ErrorInfo{Code: hermesv1.ErrorCode(we.Code), Message: we.Message, Retriable: we.Retriable,
-		RetryAfterMs: we.RetryAfter.Milliseconds()}
+		RetryAfterMs: we.RetryAfter.Milliseconds(), LeaderAddress: we.Leader}
 }
 
 // recordsOf converts records of a request for hermes-wire.
@@ -358,6 +415,7 @@ func (s *wirePublish) answered(id uint64, a wire.Ack, err error) {
 	switch {
 	case err == nil:
 		resp.Partition, resp.BaseOffset, resp.Count, resp.Mode = a.Partition, a.BaseOffset, int32(a.Count), hermesv1.DeliveryMode(a.Mode)
+		resp.LeaderAddress = a.Leader
 	case errors.As(err, &we) && !we.Fatal:
 		resp.Error = errorInfo(we)
 	default: // the connection failed: so did everything in flight on it

@@ -109,6 +109,10 @@ type Ack struct {
 	BaseOffset int64
 	Count      int
 	Places     []Place
+	// Leader is the hermes-wire address of the partition's leader when
+	// the node relayed the records to it: where the partition's next
+	// publishes can go, saving the relay's hop ("" otherwise).
+	Leader string
 }
 
 // Place is where one record went.
@@ -167,7 +171,7 @@ func (c *Client) hello(br *bufio.Reader, o Options) error {
 	b = append(b, Magic[:]...)
 	b = AppendU16(b, Version)
 	b = AppendU16(b, Version)
-	b = AppendU32(b, CapGRPCAddress|CapClientID)
+	b = AppendU32(b, CapGRPCAddress|CapClientID|CapLeader)
 	b = AppendStr(b, o.ClientName)
 	switch {
 	case o.Token != "":
@@ -335,7 +339,7 @@ func (c *Client) handle(h Header, body []byte) error {
 	case !ok:
 		// An answer to a request no one waits for any more.
 	case w.publish != nil:
-		w.publish(parseAck(h, body))
+		w.publish(parseAck(h, body, c.caps))
 	default:
 		w.answer(h, append([]byte(nil), body...), nil)
 	}
@@ -588,7 +592,7 @@ func (c *Client) beginPublish(ctx context.Context, done func(Ack, error)) (uint6
 	return corr, nil
 }
 
-func parseAck(h Header, body []byte) (Ack, error) {
+func parseAck(h Header, body []byte, caps uint32) (Ack, error) {
 	if h.Type != FramePublishAck {
 		return Ack{}, fmt.Errorf("hermes-wire: PUBLISH answered with frame type %#02x", h.Type)
 	}
@@ -598,7 +602,8 @@ func parseAck(h Header, body []byte) (Ack, error) {
 	a.BaseOffset = d.I64("base offset")
 	a.Count = int(d.U32("count"))
 	if a.Partition == -1 && d.Err() == nil {
-		if a.Count*12 != d.Len() {
+		// With CapLeader, the leader hint follows the places.
+		if n := d.Len(); a.Count*12 > n || caps&CapLeader == 0 && a.Count*12 != n {
 			d.Fail("%d places in %d bytes", a.Count, d.Len())
 		} else {
 			a.Places = make([]Place, a.Count)
@@ -606,6 +611,9 @@ func parseAck(h Header, body []byte) (Ack, error) {
 				a.Places[i] = Place{Partition: d.I32("partition"), Offset: d.I64("offset")}
 			}
 		}
+	}
+	if caps&CapLeader != 0 {
+		a.Leader = string(d.Str(1<<16-1, "leader"))
 	}
 	return a, d.End()
 }

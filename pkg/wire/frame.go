@@ -113,6 +113,9 @@ const (
 	CapGRPCAddress = 1 << 0
 	// CapClientID: SUBSCRIBE ends with the member's client id.
 	CapClientID = 1 << 1
+	// CapLeader: PUBLISH_ACK ends with the hermes-wire address of the
+	// partition's leader when the node relayed the records to it.
+	CapLeader = 1 << 2
 )
 
 // FlagFatal on an ERROR: the server closes the connection after it.

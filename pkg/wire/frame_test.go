@@ -71,3 +71,52 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+// TestParseAckLeader: a PUBLISH_ACK ends with the leader hint exactly when
+// the connection has CapLeader, after the places of records of several
+// partitions; one without the hint, or with bytes past it, does not parse.
+func TestParseAckLeader(t *testing.T) {
+	h := Header{Type: FramePublishAck}
+	ack := func(partition int32, count int, tail func([]byte) []byte) []byte {
+		b := AppendU32(nil, uint32(partition))
+		b = append(b, ModeConsistent, 0, 0, 0)
+		b = AppendU64(b, 40)
+		b = AppendU32(b, uint32(count))
+		return tail(b)
+	}
+	none := func(b []byte) []byte { return b }
+	hint := func(addr string) func([]byte) []byte {
+		return func(b []byte) []byte { return AppendStr(b, addr) }
+	}
+	places := func(b []byte) []byte {
+		b = AppendU32(b, 0)
+		b = AppendU64(b, 7)
+		b = AppendU32(b, 1)
+		return AppendU64(b, 9)
+	}
+	for _, c := range []struct {
+		name   string
+		body   []byte
+		caps   uint32
+		leader string
+		bad    bool
+	}{
+		{"v1", ack(2, 3, none), 0, "", false},
+		{"v1 with a hint it did not ask for", ack(2, 3, hint("")), 0, "", true},
+		{"relayed", ack(2, 3, hint("10.0.0.2:7070")), CapLeader, "10.0.0.2:7070", false},
+		{"stored here", ack(2, 3, hint("")), CapLeader, "", false},
+		{"hint missing", ack(2, 3, none), CapLeader, "", true},
+		{"bytes past the hint", append(ack(2, 3, hint("a:1")), 0), CapLeader, "", true},
+		{"several partitions, v1", ack(-1, 2, places), 0, "", false},
+		{"several partitions, hint", ack(-1, 2, func(b []byte) []byte { return hint("")(places(b)) }), CapLeader, "", false},
+		{"several partitions, a place short", ack(-1, 3, func(b []byte) []byte { return hint("")(places(b)) }), CapLeader, "", true},
+	} {
+		a, err := parseAck(h, c.body, c.caps)
+		if (err != nil) != c.bad || err == nil && a.Leader != c.leader {
+			t.Errorf("%s: %+v, %v", c.name, a, err)
+		}
+		if err == nil && a.Partition == -1 && (len(a.Places) != 2 || a.Places[1] != (Place{Partition: 1, Offset: 9})) {
+			t.Errorf("%s: places %+v", c.name, a.Places)
+		}
+	}
+}

@@ -268,7 +268,7 @@ func (c *conn) hello(h wire.Header, body []byte) error {
 	d := wire.NewDecoder(body)
 	magic := d.Take(4, "magic")
 	minV, maxV := d.U16("min version"), d.U16("max version")
-	caps := d.U32("capabilities") & (wire.CapGRPCAddress | wire.CapClientID) // the ones this server knows
+	caps := d.U32("capabilities") & (wire.CapGRPCAddress | wire.CapClientID | wire.CapLeader) // the ones this server knows
 	if c.s.cfg.GRPCAddress == "" {
 		caps &^= wire.CapGRPCAddress
 	}
@@ -306,7 +306,7 @@ func (c *conn) hello(h wire.Header, body []byte) error {
 	if creds.User != "" || creds.Token != "" || creds.CertName != "" {
 		var err error
 		if p, err = c.s.api.Authenticate(c.ctx, creds); err != nil {
-			return &fatalError{corr: h.Corr, err: toWire(err, true)}
+			return &fatalError{corr: h.Corr, err: c.s.toWire(err, true)}
 		}
 	} else if c.s.api.AuthRequired() {
 		return &fatalError{corr: h.Corr, err: &wire.Error{Code: wire.CodeUnauthenticated, Fatal: true,
@@ -392,7 +392,7 @@ func (c *conn) topic(corr uint64, id uint32) (string, bool) {
 
 // answerError queues an ERROR for the request corr.
 func (c *conn) answerError(corr uint64, err error) {
-	c.queueError(corr, toWire(err, false))
+	c.queueError(corr, c.s.toWire(err, false))
 	c.markDirty(c)
 }
 

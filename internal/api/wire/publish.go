@@ -70,7 +70,7 @@ func (c *conn) publish(h wire.Header, d *wire.Decoder) error {
 			c.answerError(h.Corr, err)
 			return nil
 		}
-		c.out = appendAck(c.out[:0], h.Corr, pid, wire.ModePerformance, first, len(recs))
+		c.out = c.appendAck(c.out[:0], h.Corr, pid, wire.ModePerformance, first, len(recs), 0)
 		c.queue(c.out)
 		c.markDirty(c)
 		return nil
@@ -95,7 +95,7 @@ func (c *conn) publish(h wire.Header, d *wire.Decoder) error {
 // publishDone answers a PUBLISH from the goroutine that acknowledged it.
 func (c *conn) publishDone(corr uint64, res *broker.PublishResult, err error) {
 	if err != nil {
-		c.queueError(corr, toWire(err, false))
+		c.queueError(corr, c.s.toWire(err, false))
 		c.kick()
 		return
 	}
@@ -103,11 +103,11 @@ func (c *conn) publishDone(corr uint64, res *broker.PublishResult, err error) {
 	var b []byte
 	switch {
 	case res.Acks == nil:
-		b = appendAck(tmp[:0], corr, res.Partition, uint8(res.Mode), res.BaseOffset, res.Count)
+		b = c.appendAck(tmp[:0], corr, res.Partition, uint8(res.Mode), res.BaseOffset, res.Count, res.LeaderNode)
 	case onePartition(res.Acks):
-		b = appendAck(tmp[:0], corr, res.Acks[0].Partition, uint8(res.Mode), res.Acks[0].Offset, len(res.Acks))
+		b = c.appendAck(tmp[:0], corr, res.Acks[0].Partition, uint8(res.Mode), res.Acks[0].Offset, len(res.Acks), res.LeaderNode)
 	default:
-		b, at := wire.BeginFrame(make([]byte, 0, wire.HeaderSize+20+12*len(res.Acks)), wire.FramePublishAck, 0, corr)
+		b, at := wire.BeginFrame(make([]byte, 0, wire.HeaderSize+22+12*len(res.Acks)), wire.FramePublishAck, 0, corr)
 		b = wire.AppendU32(b, 0xffffffff) // partition −1: several
 		b = append(b, uint8(res.Mode), 0, 0, 0)
 		b = wire.AppendU64(b, 0)
@@ -115,6 +115,9 @@ func (c *conn) publishDone(corr uint64, res *broker.PublishResult, err error) {
 		for _, a := range res.Acks {
 			b = wire.AppendU32(b, uint32(a.Partition))
 			b = wire.AppendU64(b, uint64(a.Offset))
+		}
+		if c.caps&wire.CapLeader != 0 {
+			b = wire.AppendStr(b, "") // records of several partitions: no one leader
 		}
 		c.queue(wire.FinishFrame(b, at))
 		c.kick()
@@ -133,13 +136,19 @@ func onePartition(acks []broker.RecordAck) bool {
 	return true
 }
 
-// appendAck appends a PUBLISH_ACK of records of one partition.
-func appendAck(b []byte, corr uint64, partition int32, mode uint8, base int64, count int) []byte {
+// appendAck appends a PUBLISH_ACK of records of one partition; for a
+// client that asked for leader hints (CapLeader), it ends with the
+// hermes-wire address of the leader the records were relayed to (node
+// via; 0: stored here, and the address is empty).
+func (c *conn) appendAck(b []byte, corr uint64, partition int32, mode uint8, base int64, count int, via uint64) []byte {
 	b, at := wire.BeginFrame(b, wire.FramePublishAck, 0, corr)
 	b = wire.AppendU32(b, uint32(partition))
 	b = append(b, mode, 0, 0, 0)
 	b = wire.AppendU64(b, uint64(base))
 	b = wire.AppendU32(b, uint32(count))
+	if c.caps&wire.CapLeader != 0 {
+		b = wire.AppendStr(b, c.s.wireAddrOf(via))
+	}
 	return wire.FinishFrame(b, at)
 }
 

@@ -70,6 +70,7 @@ type Server struct {
 	cancel context.CancelFunc
 	ns     netserve.Server
 	reqs   *frameMetrics
+	nodes  nodeAddrs
 }
 
 // New returns a hermes-wire server on api.

@@ -170,7 +170,7 @@ func (s *sub) run(ctx context.Context) {
 			var tmp [256]byte
 			b, at := wire.BeginFrame(tmp[:0], wire.FrameSubEnd, 0, 0)
 			b = wire.AppendU32(b, s.id)
-			c.queue(wire.FinishFrame(wire.AppendErrorBody(b, toWire(err, false)), at))
+			c.queue(wire.FinishFrame(wire.AppendErrorBody(b, c.s.toWire(err, false)), at))
 			c.kick()
 			return
 		}
@@ -386,7 +386,7 @@ func (c *conn) commit(h wire.Header, d *wire.Decoder) error {
 		defer c.subsWG.Done()
 		defer func() { <-c.commits }()
 		if err := s.bs.Commit(offsets); err != nil {
-			c.queueError(corr, toWire(err, false))
+			c.queueError(corr, c.s.toWire(err, false))
 		} else {
 			c.queueOK(corr)
 		}

@@ -160,8 +160,8 @@ func FuzzFrames(f *testing.F) {
 
 // TestHandshakeCapabilities: a client that asks for no capability gets
 // the v1 HELLO_OK byte for byte (nothing after the server's name); one
-// that asks for GRPC_ADDRESS and CLIENT_ID (and a bit no one defined)
-// gets the two it asked for, the node's gRPC address at the end, and its
+// that asks for GRPC_ADDRESS, CLIENT_ID and LEADER (and a bit no one
+// defined) gets the three it asked for, the node's gRPC address at the end, and its
 // members are named by the client id of their SUBSCRIBE.
 func TestHandshakeCapabilities(t *testing.T) {
 	fake := brokertest.New()
@@ -219,8 +219,8 @@ func TestHandshakeCapabilities(t *testing.T) {
 	if caps, rest := hello(0); caps != 0 || len(rest) != 0 {
 		t.Fatalf("no capability asked: answered %#x and %d bytes after the server's name", caps, len(rest))
 	}
-	caps, rest := hello(wire.CapGRPCAddress | wire.CapClientID | 1<<7)
-	if caps != wire.CapGRPCAddress|wire.CapClientID {
+	caps, rest := hello(wire.CapGRPCAddress | wire.CapClientID | wire.CapLeader | 1<<7)
+	if caps != wire.CapGRPCAddress|wire.CapClientID|wire.CapLeader {
 		t.Fatalf("capabilities answered %#x", caps)
 	}
 	d := wire.NewDecoder(rest)

@@ -2235,7 +2235,10 @@ type RegisterNode struct {
 	HttpAddr string                 `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	// kafka_addr is where Kafka clients reach the node ("" without a Kafka
 	// listener).
-	KafkaAddr     string `protobuf:"bytes,5,opt,name=kafka_addr,json=kafkaAddr,proto3" json:"kafka_addr,omitempty"`
+	KafkaAddr string `protobuf:"bytes,5,opt,name=kafka_addr,json=kafkaAddr,proto3" json:"kafka_addr,omitempty"`
+	// wire_addr is where hermes-wire clients reach the node ("" without a
+	// hermes-wire listener).
+	WireAddr      string `protobuf:"bytes,6,opt,name=wire_addr,json=wireAddr,proto3" json:"wire_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2301,6 +2304,13 @@ func (x *RegisterNode) GetHttpAddr() string {
 func (x *RegisterNode) GetKafkaAddr() string {
 	if x != nil {
 		return x.KafkaAddr
+	}
+	return ""
+}
+
+func (x *RegisterNode) GetWireAddr() string {
+	if x != nil {
+		return x.WireAddr
 	}
 	return ""
 }
@@ -2891,14 +2901,15 @@ const file_internal_cluster_clusterpb_cluster_proto_rawDesc = "" +
 	"producerId\x12!\n" +
 	"\ffirst_offset\x18\x04 \x01(\x03R\vfirstOffset\x12\x1f\n" +
 	"\vlast_offset\x18\x05 \x01(\x03R\n" +
-	"lastOffset\"\x94\x01\n" +
+	"lastOffset\"\xb1\x01\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x1d\n" +
 	"\n" +
-	"kafka_addr\x18\x05 \x01(\tR\tkafkaAddr\"\x95\x01\n" +
+	"kafka_addr\x18\x05 \x01(\tR\tkafkaAddr\x12\x1b\n" +
+	"\twire_addr\x18\x06 \x01(\tR\bwireAddr\"\x95\x01\n" +
 	"\rCommitOffsets\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12A\n" +
 	"\aoffsets\x18\x02 \x03(\v2'.hermes.internal.cluster.v1.GroupOffsetR\aoffsets\x12+\n" +
