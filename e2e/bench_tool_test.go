@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -153,13 +154,27 @@ func TestBenchProtocols(t *testing.T) {
 // see and checks it is counted exactly.
 func TestBenchDetectsPlantedFaults(t *testing.T) {
 	n := testcluster.StartNode(t)
-	t.Run("dropped record is lost", func(t *testing.T) {
+	t.Run("dropped record is not received, and found in the log", func(t *testing.T) {
 		c := benchConfig(n, bench.ScenarioLive)
 		c.Count, c.Hooks.DropEveryNth, c.DrainIdle = 1000, 50, time.Second
 		rep := runBench(t, c)
 		v := rep.Verification
-		if v.Lost != 20 || rep.Subscribe.DroppedByHook != 20 || rep.Passed {
-			t.Errorf("lost %d, dropped %d, passed %v; want 20, 20, false", v.Lost, rep.Subscribe.DroppedByHook, rep.Passed)
+		if v.NotReceived != 20 || v.FoundOnReadBack != 20 || v.Lost != 0 || !v.ReadBackDone || rep.Subscribe.DroppedByHook != 20 || rep.Passed {
+			t.Errorf("not received %d, found on read-back %d, lost %d, read back %v, dropped %d, passed %v; want 20, 20, 0, true, 20, false",
+				v.NotReceived, v.FoundOnReadBack, v.Lost, v.ReadBackDone, rep.Subscribe.DroppedByHook, rep.Passed)
+		}
+		if !slices.ContainsFunc(rep.Problems, func(p string) bool { return strings.Contains(p, "found in the log") }) {
+			t.Errorf("problems %q do not say the records were found in the log", rep.Problems)
+		}
+	})
+	t.Run("acknowledged record absent from the log is lost", func(t *testing.T) {
+		c := benchConfig(n, bench.ScenarioLive)
+		c.Count, c.Hooks.PhantomAckEveryNth, c.DrainIdle = 1000, 50, time.Second
+		rep := runBench(t, c)
+		v := rep.Verification
+		if v.Lost != 20 || v.NotReceived != 20 || v.FoundOnReadBack != 0 || !v.ReadBackDone || rep.Passed {
+			t.Errorf("lost %d, not received %d, found on read-back %d, read back %v, passed %v; want 20, 20, 0, true, false",
+				v.Lost, v.NotReceived, v.FoundOnReadBack, v.ReadBackDone, rep.Passed)
 		}
 		if len(v.LostSample) == 0 {
 			t.Error("no sample of lost records")

@@ -212,7 +212,7 @@ func TestVerifierBooks(t *testing.T) {
 	v.Deliver(0, delivery(0, 9, 0, 0, 11))              // stream unknown
 	c := v.Counts()
 	want := Counts{
-		Sent: 7, Acked: 5, Failed: 1, Unresolved: 1, Deliveries: 10, Received: 6, Lost: 1,
+		Sent: 7, Acked: 5, Failed: 1, Unresolved: 1, Deliveries: 10, Received: 6, Lost: 1, NotReceived: 1,
 		Duplicates: 2, Corrupt: 3, IDMismatch: 1, Unattributed: 2, OutOfOrder: 1, Leaks: 1, ReceivedUnacked: 2,
 	}
 	c.ReceivedBytes, c.LostSample = 0, nil
@@ -224,6 +224,28 @@ func TestVerifierBooks(t *testing.T) {
 	}
 	if v.Outstanding() != 1 {
 		t.Errorf("outstanding %d, want 1 (0/3)", v.Outstanding())
+	}
+
+	// The read-back after the run finds 0/3 in the log: not received,
+	// and not lost. Records received before, read again, change nothing.
+	for _, c := range []struct {
+		d    *Delivery
+		want bool
+	}{
+		{delivery(0, 0, 0, 0, 1), false},         // received live
+		{delivery(0, 0, 3, 0, 4), true},          // acknowledged, not received
+		{delivery(0, 0, 3, 0, 4), false},         // found already
+		{&Delivery{Payload: []byte("x")}, false}, // not a bench record
+		{delivery(0, 0, 9, 0, 12), false},        // never sent
+	} {
+		if got := v.ReadBack(c.d); got != c.want {
+			t.Errorf("ReadBack of %+v: %v, want %v", c.d, got, c.want)
+		}
+	}
+	after := v.Counts()
+	if after.Lost != 0 || after.NotReceived != 1 || after.FoundOnReadBack != 1 || after.Duplicates != 2 || after.Received != 6 {
+		t.Errorf("after the read-back: lost %d, not received %d, found %d, duplicates %d, received %d; want 0, 1, 1, 2, 6",
+			after.Lost, after.NotReceived, after.FoundOnReadBack, after.Duplicates, after.Received)
 	}
 }
 

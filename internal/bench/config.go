@@ -116,8 +116,13 @@ type Config struct {
 // them. Zero values plant nothing; none is reachable from the command line.
 type Hooks struct {
 	// DropEveryNth makes each subscriber ignore every Nth record it
-	// receives, as if it had never arrived: they must show as lost.
+	// receives, as if it had never arrived: they must show as not
+	// received, and the read-back after the run must find them stored.
 	DropEveryNth int64
+	// PhantomAckEveryNth books every Nth record of a worker as sent and
+	// acknowledged without publishing it (a broker acknowledging what it
+	// never stored): absent from the log, they must show as lost.
+	PhantomAckEveryNth int64
 	// CorruptEveryNth flips a payload byte after the checksum was
 	// computed in every Nth record a worker sends: they must show as
 	// corrupt.

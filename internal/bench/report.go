@@ -147,6 +147,7 @@ func (r *run) report(sc *scenario, d drainResult) *Report {
 	r.mu.Unlock()
 	if r.cfg.Verify {
 		c := r.v.Counts()
+		c.ReadBackDone, c.ReadBackError = r.rb.done, r.rb.err
 		rep.Verification = &c
 		rep.Subscribe = r.subscribeStats(sc, d)
 	}
@@ -209,7 +210,15 @@ func problems(rep *Report) []string {
 		// by contract in performance mode, and counted by the broker.
 		lost = max(0, lost-rep.Subscribe.Missed)
 	}
-	add(lost, "lost (acknowledged, never received)")
+	switch {
+	case c.ReadBackDone:
+		add(lost, "lost (acknowledged, not received, and absent from the log read back from its beginning)")
+	case c.ReadBackError != "":
+		add(lost, "acknowledged and not received, and not verified by reading the log back ("+c.ReadBackError+")")
+	default:
+		add(lost, "lost (acknowledged, never received)")
+	}
+	add(c.FoundOnReadBack, "acknowledged and not received by the subscribers (found in the log read back: stored, not lost)")
 	add(c.Corrupt, "corrupt")
 	add(c.Leaks, "leaked to the wrong topic")
 	add(c.OutOfOrder, "out of order")
@@ -264,6 +273,16 @@ func (rep *Report) Print(w io.Writer) {
 	if v := rep.Verification; v != nil {
 		fmt.Fprintf(w, "verify    lost %d  duplicates %d  corrupt %d  out-of-order %d  leaks %d  unattributed %d  received-unacked %d  unresolved %d\n",
 			v.Lost, v.Duplicates, v.Corrupt, v.OutOfOrder, v.Leaks, v.Unattributed, v.ReceivedUnacked, v.Unresolved)
+		if v.NotReceived > 0 {
+			how := "the log read back from its beginning"
+			if !v.ReadBackDone {
+				how = "no read-back (" + v.ReadBackError + ")"
+				if v.ReadBackError == "" {
+					how = "no read-back"
+				}
+			}
+			fmt.Fprintf(w, "          not received %d: found in the log %d, absent %d (%s)\n", v.NotReceived, v.FoundOnReadBack, v.Lost, how)
+		}
 	}
 	rep.printErrors(w)
 	for _, e := range rep.Events {

@@ -48,6 +48,8 @@ type run struct {
 	// lastAnswer is the Unix ns time of the last publish answer seen.
 	lastAnswer atomic.Int64
 	pubEnd     time.Time
+	// rb is how the read-back after the drain went (readBack).
+	rb readBackResult
 
 	mu     sync.Mutex
 	events []Event // Lock: mu.
@@ -213,6 +215,7 @@ func (r *run) execute(ctx context.Context, pubs []workerPubs, sc *scenario) (*Re
 	cpu2, own2 := sampleCPU(r.cfg.BrokerPIDs), sampleCPU(self)
 	stopProgress()
 	sc.stop(r)
+	r.rb = r.readBack(ctx)
 	rep := r.report(sc, drain)
 	rep.BrokerCPU = &CPUReport{Publish: sortCPU(cpuBetween(cpu0, cpu1)), Total: sortCPU(cpuBetween(cpu0, cpu2))}
 	if len(r.cfg.BrokerPIDs) == 0 {
@@ -276,6 +279,11 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 			}
 		}
 		r.v.Sent(uint32(w), j)
+		if h.PhantomAckEveryNth > 0 && (j+1)%uint64(h.PhantomAckEveryNth) == 0 {
+			r.answered(uint32(w), j, due, time.Time{}, nil, st)
+			<-window
+			continue
+		}
 		pub.Publish(ctx, id, payload, func(err error, at time.Time) {
 			r.answered(uint32(w), j, due, at, err, st)
 			<-window
