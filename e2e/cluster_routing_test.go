@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,6 +113,7 @@ func newRoutedTopic(t *testing.T, topic string) routedTopic {
 		t.Fatal(err)
 	}
 	r.leaders = partitionLeaders(t, r.cs[0], topic, 3)
+	r.checkAdvertised(t)
 	led := make([]int, len(r.nodes))
 	for _, l := range r.leaders {
 		led[l-1]++
@@ -125,6 +128,39 @@ func newRoutedTopic(t *testing.T, topic string) routedTopic {
 	}
 	t.Logf("partition leaders %v; the clients dial node %d", r.leaders, r.e+1)
 	return r
+}
+
+// checkAdvertised reads GET /v1/cluster/status of the first node: every
+// node is listed with the addresses it registered, its hermes-wire
+// address (where leader routing sends publishes) included.
+func (r routedTopic) checkAdvertised(t *testing.T) {
+	t.Helper()
+	var st struct {
+		Nodes []struct{ ID, GRPC, Kafka, Wire string }
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get("http://" + r.nodes[0].HTTPAddr + "/v1/cluster/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Nodes) == len(r.nodes) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(st.Nodes) != len(r.nodes) {
+		t.Fatalf("/v1/cluster/status lists %d nodes, want %d: %+v", len(st.Nodes), len(r.nodes), st.Nodes)
+	}
+	for i, n := range st.Nodes {
+		want := r.nodes[i]
+		if n.ID != strconv.Itoa(i+1) || n.GRPC != want.GRPCAddr || n.Kafka != want.KafkaAddr || n.Wire != want.WireAddr {
+			t.Errorf("node %d in /v1/cluster/status: %+v; it listens on gRPC %s, Kafka %s, hermes-wire %s", i+1, n, want.GRPCAddr, want.KafkaAddr, want.WireAddr)
+		}
+	}
 }
 
 // learnLeaders publishes through prod until the entry node relays

@@ -40,6 +40,7 @@ type clusterNodeJSON struct {
 	GRPC  string `json:"grpc"`
 	HTTP  string `json:"http"`
 	Kafka string `json:"kafka,omitempty"`
+	Wire  string `json:"wire,omitempty"`
 }
 
 // clusterPartitionJSON is one partition as the answering node sees it.
@@ -92,7 +93,7 @@ func (a *API) clusterStatus(w http.ResponseWriter, r *http.Request, _ url.Values
 		Nodes: []clusterNodeJSON{}, Partitions: make([]clusterPartitionJSON, 0, len(st.Partitions)),
 	}
 	for _, n := range a.b.Nodes() {
-		out.Nodes = append(out.Nodes, clusterNodeJSON{ID: strconv.FormatUint(n.ID, 10), GRPC: n.GRPCAddr, HTTP: n.HTTPAddr, Kafka: n.KafkaAddr})
+		out.Nodes = append(out.Nodes, clusterNodeJSON{ID: strconv.FormatUint(n.ID, 10), GRPC: n.GRPCAddr, HTTP: n.HTTPAddr, Kafka: n.KafkaAddr, Wire: n.WireAddr})
 	}
 	for _, p := range st.Partitions {
 		cp := clusterPartitionJSON{
