@@ -67,7 +67,7 @@ type entryPos struct {
 	// off and next bound the entry's records: offsets [off, next). For an
 	// entry without records off == next, the offset where it stands.
 	off, next int64
-	bytes     int64 // the size of the entry's batches in the log
+	bytes     int32 // the size of the entry's batches in the log (bounded by maxNodeMessageBytes)
 	side      bool  // the entry carries no records; its data is in raftState.side
 	// cut: at open, the entry's last batch in the log says more follow
 	// (EntryFollowing): the rest was lost (a torn write, a damaged tail).
@@ -101,7 +101,7 @@ type LogStore struct {
 	st *raftState
 	// first is the index of ents[0]. Invariant: first == st.compactIndex+1.
 	first uint64
-	ents  []entryPos
+	ents  posIndex
 	// dirty: st changed in a way that must be durable before the next
 	// messages are sent (term, vote, side entries, compaction point), or
 	// the commit moved commitPersistEvery entries past savedCommit.
@@ -291,7 +291,7 @@ func (s *LogStore) scan(from int64) (map[uint64]entryPos, error) {
 				pos = entryPos{term: h.RaftTerm, off: h.BaseOffset}
 			}
 			pos.next = h.NextOffset()
-			pos.bytes += int64(h.Size())
+			pos.bytes += int32(h.Size())
 			pos.cut = h.EntryFollowing > 0
 			data[h.RaftIndex] = pos
 			raw, off = raw[h.Size():], h.NextOffset()
@@ -311,12 +311,12 @@ func (s *LogStore) rebuild(data map[uint64]entryPos) error {
 			s.logger.Warn("an entry cut short at the end of the log is dropped; the leader sends it again", "group", s.group,
 				"index", i, "offsets", fmt.Sprintf("[%d, %d)", pos.off, pos.next))
 		} else if ok && pos.off == next {
-			s.ents = append(s.ents, pos)
+			s.ents.push(pos)
 			next = pos.next
 			continue
 		}
 		if e, ok := s.st.side[i]; ok {
-			s.ents = append(s.ents, entryPos{term: e.GetTerm(), off: next, next: next, side: true})
+			s.ents.push(entryPos{term: e.GetTerm(), off: next, next: next, side: true})
 			continue
 		}
 		break
@@ -339,14 +339,14 @@ func (s *LogStore) rebuild(data map[uint64]entryPos) error {
 	return nil
 }
 
-func (s *LogStore) lastIndex() uint64 { return s.first + uint64(len(s.ents)) - 1 }
+func (s *LogStore) lastIndex() uint64 { return s.first + uint64(s.ents.len()) - 1 }
 
 // nextOffset is the partition offset after the last entry's records.
 func (s *LogStore) nextOffset() int64 {
-	if len(s.ents) == 0 {
+	if s.ents.len() == 0 {
 		return s.st.compactOffset
 	}
-	return s.ents[len(s.ents)-1].next
+	return s.ents.last().next
 }
 
 // Append stores entries from a Ready, cutting a conflicting suffix first.
@@ -402,7 +402,7 @@ func (s *LogStore) appendEntry(e *pb.Entry, now time.Time, own uint64) (Appended
 	p, body, ok := parseEntry(e)
 	if !ok {
 		s.st.side[idx] = proto.Clone(e).(*pb.Entry)
-		s.ents = append(s.ents, entryPos{term: term, off: off, next: off, side: true})
+		s.ents.push(entryPos{term: term, off: off, next: off, side: true})
 		s.dirty = true
 		return Appended{}, nil
 	}
@@ -439,7 +439,7 @@ func (s *LogStore) appendEntry(e *pb.Entry, now time.Time, own uint64) (Appended
 		next += int64(h.RecordCount)
 		body = body[h.Size():]
 	}
-	s.ents = append(s.ents, entryPos{term: term, off: off, next: next, bytes: size})
+	s.ents.push(entryPos{term: term, off: off, next: next, bytes: int32(size)})
 	return Appended{Index: idx, Term: term, Proposal: p, First: off, Next: next}, nil
 }
 
@@ -461,7 +461,7 @@ func countBatches(body []byte) int {
 // truncateFrom drops entries from index idx on, from the log and the side
 // entries. Lock: mu held.
 func (s *LogStore) truncateFrom(idx uint64) error {
-	pos := s.ents[idx-s.first]
+	pos := s.ents.at(int(idx - s.first))
 	if pos.off < s.log.NextOffset() {
 		if err := s.log.Truncate(pos.off); err != nil {
 			return fmt.Errorf("%s: truncate at index %d (offset %d): %w", s.group, idx, pos.off, err)
@@ -473,7 +473,7 @@ func (s *LogStore) truncateFrom(idx uint64) error {
 			s.dirty = true
 		}
 	}
-	s.ents = s.ents[:idx-s.first]
+	s.ents.truncate(int(idx - s.first))
 	s.recent.truncateFrom(idx)
 	s.dedup.TruncateFrom(pos.off)
 	return nil
@@ -661,7 +661,7 @@ func (s *LogStore) OffsetAfter(index uint64) int64 {
 	case index > s.lastIndex():
 		return s.nextOffset()
 	}
-	return s.ents[index-s.first].next
+	return s.ents.at(int(index - s.first)).next
 }
 
 // InitialState implements raft.Storage.
@@ -683,7 +683,7 @@ func (s *LogStore) Term(i uint64) (uint64, error) {
 	case i > s.lastIndex():
 		return 0, raft.ErrUnavailable
 	}
-	return s.ents[i-s.first].term, nil
+	return s.ents.at(int(i - s.first)).term, nil
 }
 
 // LastIndex implements raft.Storage.
@@ -749,7 +749,7 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 		s.mu.Unlock()
 		return nil // nothing new to fold, or not stored yet
 	}
-	pos := s.ents[index-s.first]
+	pos := s.ents.at(int(index - s.first))
 	if c := s.confAt(index); c != nil {
 		s.st.compactConf = proto.Clone(c).(*pb.ConfState)
 	} else {
@@ -761,7 +761,7 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 		}
 	}
 	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = index, pos.term, pos.next
-	s.ents = append([]entryPos(nil), s.ents[index+1-s.first:]...)
+	s.ents.dropFront(int(index + 1 - s.first))
 	s.first = index + 1
 	for i := range s.st.side {
 		if i <= index {
@@ -789,12 +789,12 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 func (s *LogStore) CompactBefore(offset int64, applied uint64, state []byte) (uint64, error) {
 	s.mu.Lock()
 	idx := s.st.compactIndex
-	for i, pos := range s.ents {
-		index := s.first + uint64(i)
-		if pos.next > offset || index > applied {
-			break
-		}
-		idx = index
+	// Both the entries' ends and their indexes grow along the window:
+	// the first entry past either bound ends the run that qualifies.
+	if n := sort.Search(s.ents.len(), func(i int) bool {
+		return s.ents.at(i).next > offset || s.first+uint64(i) > applied
+	}); n > 0 {
+		idx = s.first + uint64(n) - 1
 	}
 	compacted := idx == s.st.compactIndex
 	s.mu.Unlock()
@@ -828,7 +828,7 @@ func (s *LogStore) ApplySnapshot(snap *pb.Snapshot) (state []byte, offset int64,
 	if s.st.hard.GetCommit() < md.GetIndex() {
 		s.st.hard.Commit = proto.Uint64(md.GetIndex())
 	}
-	s.ents, s.first = nil, md.GetIndex()+1
+	s.ents, s.first = posIndex{}, md.GetIndex()+1
 	clear(s.st.side)
 	s.recent = entryCache{}
 	s.dedup.TruncateFrom(0)
@@ -876,7 +876,7 @@ func (s *LogStore) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 		s.mu.Unlock()
 		return ents, nil
 	}
-	poss := append([]entryPos(nil), s.ents[lo-s.first:hi-s.first]...)
+	poss := s.ents.appendRange(nil, int(lo-s.first), int(hi-s.first))
 	side := make(map[uint64]*pb.Entry)
 	for i, p := range poss {
 		if p.side {
@@ -914,7 +914,7 @@ func (s *LogStore) readData(p entryPos) ([]byte, error) {
 	for off := p.off; off < p.next; {
 		n := len(data)
 		var err error
-		data, err = s.log.ReadAppend(data, off, max(int(int64(envelopeSize)+p.bytes)-n, 1), p.next)
+		data, err = s.log.ReadAppend(data, off, max(envelopeSize+int(p.bytes)-n, 1), p.next)
 		if err != nil {
 			return nil, fmt.Errorf("%s: read entry at offset %d: %w", s.group, off, err)
 		}
@@ -942,12 +942,12 @@ func (s *LogStore) EpochEnd(e uint64) (term uint64, end int64, ok bool) {
 	defer s.mu.Unlock()
 	// Terms never decrease along the log: find the first entry of a
 	// term above e.
-	i := sort.Search(len(s.ents), func(i int) bool { return s.ents[i].term > e })
+	i := sort.Search(s.ents.len(), func(i int) bool { return s.ents.at(i).term > e })
 	switch {
-	case i == len(s.ents) && i > 0:
-		return s.ents[i-1].term, s.nextOffset(), true
+	case i == s.ents.len() && i > 0:
+		return s.ents.at(i - 1).term, s.nextOffset(), true
 	case i > 0:
-		return s.ents[i-1].term, s.ents[i-1].next, true
+		return s.ents.at(i - 1).term, s.ents.at(i - 1).next, true
 	case s.st.compactTerm <= e && s.st.compactTerm > 0:
 		return s.st.compactTerm, s.st.compactOffset, true
 	}
