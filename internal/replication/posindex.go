@@ -1,5 +1,7 @@
 package replication
 
+import "fmt"
+
 // posIndex holds the position of every entry in a LogStore's window, in
 // chunks of posChunk entries. One contiguous slice would be copied whole
 // each time it grows, and again by each compaction: at a partition's
@@ -8,33 +10,96 @@ package replication
 // stall of 30-130 ms for every record in flight, growing with the log.
 // Appending here never copies an entry, and dropping entries from the
 // front frees whole chunks.
+//
+// An entry takes 13 bytes: the offset after its records, its size and
+// its flags. Its first offset is the previous entry's end (the window is
+// dense: LogStore appends each entry where the last one ended), and its
+// term is kept once per run of entries of the same term.
 type posIndex struct {
-	chunks [][]entryPos // each posChunk long; entries from chunks[0][head] on
+	chunks []*posChunkData // entries from chunks[0] slot head on
 	head   int
 	n      int
+	base   int64 // the first offset of the window's first entry
 }
 
-// posChunk entries make a chunk (128 KiB).
+// posChunk entries make a chunk (about 52 KiB).
 const posChunk = 4096
+
+type posChunkData struct {
+	next  [posChunk]int64
+	bytes [posChunk]uint32
+	flags [posChunk]uint8
+	// terms: each run's first slot and term, in slot order.
+	terms []termRun
+}
+
+type termRun struct {
+	from int
+	term uint64
+}
+
+const (
+	posSide = 1 << iota
+	posCut
+)
 
 func (x *posIndex) len() int { return x.n }
 
 // at returns entry i of the window (0 is the first).
 func (x *posIndex) at(i int) entryPos {
 	j := x.head + i
-	return x.chunks[j/posChunk][j%posChunk]
+	c, k := x.chunks[j/posChunk], j%posChunk
+	p := entryPos{next: c.next[k], bytes: int32(c.bytes[k]), side: c.flags[k]&posSide != 0, cut: c.flags[k]&posCut != 0}
+	switch {
+	case i == 0:
+		p.off = x.base
+	case k > 0:
+		p.off = c.next[k-1]
+	default:
+		p.off = x.chunks[j/posChunk-1].next[posChunk-1]
+	}
+	for r := len(c.terms) - 1; r >= 0; r-- {
+		if c.terms[r].from <= k {
+			p.term = c.terms[r].term
+			break
+		}
+	}
+	return p
 }
 
 // last returns the window's last entry. REQUIRES: len() > 0.
 func (x *posIndex) last() entryPos { return x.at(x.n - 1) }
 
-// push appends p to the window.
+// push appends p to the window. REQUIRES: p starts where the last entry
+// ends (p.off == last().next), p.bytes >= 0.
 func (x *posIndex) push(p entryPos) {
+	if x.n == 0 {
+		*x = posIndex{base: p.off}
+	} else if end := x.last().next; p.off != end {
+		panic(fmt.Sprintf("posIndex: an entry at offset %d after one ending at %d", p.off, end))
+	}
 	j := x.head + x.n
 	if j/posChunk == len(x.chunks) {
-		x.chunks = append(x.chunks, make([]entryPos, posChunk))
+		x.chunks = append(x.chunks, new(posChunkData))
 	}
-	x.chunks[j/posChunk][j%posChunk] = p
+	c, k := x.chunks[j/posChunk], j%posChunk
+	c.next[k] = p.next
+	c.bytes[k] = uint32(p.bytes)
+	var f uint8
+	if p.side {
+		f |= posSide
+	}
+	if p.cut {
+		f |= posCut
+	}
+	c.flags[k] = f
+	// Runs from a truncated tail are dropped first.
+	for len(c.terms) > 0 && c.terms[len(c.terms)-1].from >= k {
+		c.terms = c.terms[:len(c.terms)-1]
+	}
+	if len(c.terms) == 0 || c.terms[len(c.terms)-1].term != p.term {
+		c.terms = append(c.terms, termRun{k, p.term})
+	}
 	x.n++
 }
 
@@ -59,6 +124,10 @@ func (x *posIndex) dropFront(k int) {
 		*x = posIndex{}
 		return
 	}
+	if k == 0 {
+		return
+	}
+	x.base = x.at(k - 1).next
 	x.head += k
 	x.n -= k
 	if d := x.head / posChunk; d > 0 {
@@ -70,12 +139,8 @@ func (x *posIndex) dropFront(k int) {
 
 // appendRange appends entries [lo, hi) of the window to dst.
 func (x *posIndex) appendRange(dst []entryPos, lo, hi int) []entryPos {
-	for i := lo; i < hi; {
-		j := x.head + i
-		c := x.chunks[j/posChunk][j%posChunk:]
-		c = c[:min(len(c), hi-i)]
-		dst = append(dst, c...)
-		i += len(c)
+	for i := lo; i < hi; i++ {
+		dst = append(dst, x.at(i))
 	}
 	return dst
 }

@@ -43,9 +43,20 @@ func TestPosIndexMatchesASlice(t *testing.T) {
 	for step := 0; step < 3000; step++ {
 		switch op := rng.IntN(10); {
 		case op < 7:
+			if len(model) == 0 {
+				next = rng.Int64N(1 << 40) // a window starts anywhere
+			}
+			term := uint64(step / 40) // runs of one term across chunks
 			for k := rng.IntN(3 * posChunk); k > 0; k-- {
-				p := entryPos{term: uint64(step), off: next, next: next + 3, bytes: int32(k)}
-				next += 3
+				if rng.IntN(500) == 0 {
+					term++
+				}
+				p := entryPos{term: term, off: next, next: next + rng.Int64N(1<<33), bytes: rng.Int32()}
+				if rng.IntN(10) == 0 { // a record-less entry
+					p.next, p.bytes, p.side = p.off, 0, true
+				}
+				p.cut = rng.IntN(100) == 0
+				next = p.next
 				x.push(p)
 				model = append(model, p)
 			}
@@ -53,6 +64,9 @@ func TestPosIndexMatchesASlice(t *testing.T) {
 			n := rng.IntN(len(model) + 1)
 			x.truncate(n)
 			model = model[:n]
+			if n > 0 {
+				next = model[n-1].next
+			}
 		case len(model) > 0:
 			k := rng.IntN(len(model) + 1)
 			x.dropFront(k)
@@ -62,12 +76,21 @@ func TestPosIndexMatchesASlice(t *testing.T) {
 	}
 }
 
-// An entry's position takes 32 bytes of memory for as long as the
-// entry is in the log's window.
-func TestEntryPosSize(t *testing.T) {
-	if n := unsafe.Sizeof(entryPos{}); n != 32 {
-		t.Fatalf("entryPos takes %d bytes", n)
+// An entry's position takes 13 bytes of memory for as long as the entry
+// is in the log's window; an entry that does not follow the last one is
+// refused.
+func TestPosIndexSize(t *testing.T) {
+	if n := unsafe.Sizeof(posChunkData{}) - unsafe.Sizeof([]termRun(nil)); n != 13*posChunk {
+		t.Fatalf("a chunk of %d positions takes %d bytes", posChunk, n)
 	}
+	var x posIndex
+	x.push(entryPos{off: 10, next: 20})
+	defer func() {
+		if recover() == nil {
+			t.Fatal("an entry with a gap before it was taken")
+		}
+	}()
+	x.push(entryPos{off: 21, next: 30})
 }
 
 // Appending a million positions copies none: the allocations are the
