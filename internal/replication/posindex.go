@@ -7,7 +7,7 @@ import "fmt"
 // each time it grows, and again by each compaction: at a partition's
 // steady 4,500 entries a second that was tens of megabytes copied on the
 // Ready loop every minute or so, freshly faulted-in memory included, a
-// stall of 30-130 ms for every record in flight, growing with the log.
+// stall of 30-360 ms for every record in flight, growing with the log.
 // Appending here never copies an entry, and dropping entries from the
 // front frees whole chunks.
 //
@@ -45,19 +45,25 @@ const (
 
 func (x *posIndex) len() int { return x.n }
 
+// slot returns the chunk and slot of entry i of the window.
+func (x *posIndex) slot(i int) (*posChunkData, int) {
+	j := x.head + i
+	return x.chunks[j/posChunk], j % posChunk
+}
+
+// start returns the first offset of entry i: the end of the one before.
+func (x *posIndex) start(i int) int64 {
+	if i == 0 {
+		return x.base
+	}
+	c, k := x.slot(i - 1)
+	return c.next[k]
+}
+
 // at returns entry i of the window (0 is the first).
 func (x *posIndex) at(i int) entryPos {
-	j := x.head + i
-	c, k := x.chunks[j/posChunk], j%posChunk
-	p := entryPos{next: c.next[k], bytes: int32(c.bytes[k]), side: c.flags[k]&posSide != 0, cut: c.flags[k]&posCut != 0}
-	switch {
-	case i == 0:
-		p.off = x.base
-	case k > 0:
-		p.off = c.next[k-1]
-	default:
-		p.off = x.chunks[j/posChunk-1].next[posChunk-1]
-	}
+	c, k := x.slot(i)
+	p := entryPos{off: x.start(i), next: c.next[k], bytes: int32(c.bytes[k]), side: c.flags[k]&posSide != 0, cut: c.flags[k]&posCut != 0}
 	for r := len(c.terms) - 1; r >= 0; r-- {
 		if c.terms[r].from <= k {
 			p.term = c.terms[r].term
@@ -75,7 +81,7 @@ func (x *posIndex) last() entryPos { return x.at(x.n - 1) }
 func (x *posIndex) push(p entryPos) {
 	if x.n == 0 {
 		*x = posIndex{base: p.off}
-	} else if end := x.last().next; p.off != end {
+	} else if end := x.start(x.n); p.off != end {
 		panic(fmt.Sprintf("posIndex: an entry at offset %d after one ending at %d", p.off, end))
 	}
 	j := x.head + x.n
@@ -127,7 +133,7 @@ func (x *posIndex) dropFront(k int) {
 	if k == 0 {
 		return
 	}
-	x.base = x.at(k - 1).next
+	x.base = x.start(k)
 	x.head += k
 	x.n -= k
 	if d := x.head / posChunk; d > 0 {
