@@ -138,22 +138,30 @@ func (v segView) headerAt(pos int64) (BatchHeader, error) {
 
 // BatchAt returns the offsets [base, next) of the batch holding offset,
 // from the headers alone (no body is checked): a reader that found that
-// batch damaged goes on after it. Errors: ErrClosed;
-// ErrOffsetOutOfRange; ErrCorrupt-wrapped when the headers do not follow
-// on up to it.
+// batch damaged goes on after it. Errors: as HeaderAt.
 func (l *Log) BatchAt(offset int64) (base, next int64, err error) {
-	v, err := l.viewAt(offset, math.MaxInt64)
-	if err != nil {
-		return 0, 0, err
-	}
-	if v.seg == nil {
-		return 0, 0, fmt.Errorf("%w: offset %d is not written yet", ErrOffsetOutOfRange, offset)
-	}
-	defer v.seg.release()
-	pos, b := lookupOffset(v.entries, v.seg.base, offset)
-	_, h, err := findBatch(v.seg, pos, v.readable, b, func(bh BatchHeader) bool { return bh.NextOffset() > offset })
+	h, err := l.HeaderAt(offset)
 	if err != nil {
 		return 0, 0, err
 	}
 	return h.BaseOffset, h.NextOffset(), nil
+}
+
+// HeaderAt returns the header of the batch holding offset, read from the
+// headers alone (no body is checked), through the segment's offset index:
+// at most IndexIntervalBytes of headers are read. Errors: ErrClosed;
+// ErrOffsetOutOfRange when offset is outside the log or not written yet;
+// ErrCorrupt-wrapped when the headers do not follow on up to it.
+func (l *Log) HeaderAt(offset int64) (BatchHeader, error) {
+	v, err := l.viewAt(offset, math.MaxInt64)
+	if err != nil {
+		return BatchHeader{}, err
+	}
+	if v.seg == nil {
+		return BatchHeader{}, fmt.Errorf("%w: offset %d is not written yet", ErrOffsetOutOfRange, offset)
+	}
+	defer v.seg.release()
+	pos, b := lookupOffset(v.entries, v.seg.base, offset)
+	_, h, err := findBatch(v.seg, pos, v.readable, b, func(bh BatchHeader) bool { return bh.NextOffset() > offset })
+	return h, err
 }

@@ -81,7 +81,7 @@ func copyAsEntries(group string, src, dst *partlog.Log, ms *meta.Store, node uin
 	st.compactIndex, st.compactTerm, st.compactOffset = 1, 1, start
 	st.conf = &pb.ConfState{Voters: []uint64{node}}
 	st.confIndex = 1
-	s := &LogStore{group: group, log: dst, meta: ms, st: st, first: 2}
+	s := &LogStore{group: group, log: dst, meta: ms, st: st, first: 2, hot: 2, coldEnd: start}
 	for off := start; off < end; {
 		raw, err := src.Read(off, 4<<20, end)
 		if err != nil {

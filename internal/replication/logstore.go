@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -99,9 +100,24 @@ type LogStore struct {
 
 	mu sync.Mutex
 	st *raftState
-	// first is the index of ents[0]. Invariant: first == st.compactIndex+1.
+	// first is the index of the window's first entry. Invariant:
+	// first == st.compactIndex+1.
 	first uint64
-	ents  posIndex
+	// The window is in two parts. Entries [first, hot) are cold: only
+	// their terms are in memory (coldTerms); their positions are found in
+	// the partition log, by the Raft index each batch header carries
+	// (coldStart). Entries [hot, last] have their positions in ents. Only
+	// committed entries already in the log turn cold (freeze), so a cold
+	// entry is never truncated, and a replica's memory does not grow with
+	// its log.
+	hot  uint64
+	ents posIndex
+	// coldEnd is the offset after the cold entries' records: where ents'
+	// first entry starts (st.compactOffset while no entry is cold).
+	coldEnd int64
+	// coldTerms holds the first index of each run of one term among the
+	// cold entries, in index order.
+	coldTerms []indexTerm
 	// dirty: st changed in a way that must be durable before the next
 	// messages are sent (term, vote, side entries, compaction point), or
 	// the commit moved commitPersistEvery entries past savedCommit.
@@ -122,6 +138,17 @@ type LogStore struct {
 	// Used by the Ready loop's goroutine only.
 	dedup *dedup.Window
 }
+
+// indexTerm starts a run of entries of one term.
+type indexTerm struct{ index, term uint64 }
+
+// hotEntries is how many entry positions a LogStore keeps in memory at
+// least (13 bytes each, about 210 KiB): appends to followers that keep
+// up, commits, applies and truncations only ever look at these. Older
+// committed entries are looked up in the log (a binary search over batch
+// headers), which only a follower far behind, a compaction or an old
+// leader epoch asks for. A variable for tests.
+var hotEntries = 4 * posChunk
 
 // SetDedup makes w follow the batches of this log from now on. Call it
 // before the replica starts, with w filled from the log as it stands.
@@ -208,7 +235,8 @@ func OpenLogStore(group string, log *partlog.Log, ms *meta.Store, logger ...*slo
 	} else if !errors.Is(err, meta.ErrNotFound) {
 		return nil, err
 	}
-	s := &LogStore{group: group, log: log, meta: ms, st: st, first: st.compactIndex + 1, savedCommit: st.hard.GetCommit(), logger: slog.Default()}
+	s := &LogStore{group: group, log: log, meta: ms, st: st, first: st.compactIndex + 1, hot: st.compactIndex + 1,
+		coldEnd: st.compactOffset, savedCommit: st.hard.GetCommit(), logger: slog.Default()}
 	if len(logger) > 0 && logger[0] != nil {
 		s.logger = logger[0]
 	}
@@ -226,11 +254,7 @@ func OpenLogStore(group string, log *partlog.Log, ms *meta.Store, logger ...*slo
 			return nil, fmt.Errorf("%s: reset the log to the snapshot at offset %d: %w", group, st.compactOffset, err)
 		}
 	}
-	data, err := s.scan(st.compactOffset)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.rebuild(data); err != nil {
+	if err := s.rebuild(); err != nil {
 		return nil, err
 	}
 	if last := s.lastIndex(); st.hard.GetCommit() > last {
@@ -268,60 +292,80 @@ func (s *LogStore) NeedCatchUp(index uint64) {
 	}
 }
 
-// scan reads the batch headers from offset on and groups them by Raft
-// index.
-func (s *LogStore) scan(from int64) (map[uint64]entryPos, error) {
-	data := make(map[uint64]entryPos)
+// rebuild lays out the index window from the compaction point on, from
+// the batch headers in the log (grouped by their Raft index) and the side
+// entries, and cuts whatever follows a gap or an entry cut short. The
+// window's committed entries turn cold as it goes, so opening a long log
+// takes no more memory than running over it.
+func (s *LogStore) rebuild() error {
+	// cur is the entry whose batches are being read (index curIdx, 0:
+	// none yet).
+	var cur entryPos
+	var curIdx uint64
+	stopped := false
+	// take places the entry read before the next one, after the side
+	// entries before it; false when it does not continue the window.
+	take := func() bool {
+		for s.lastIndex()+1 < curIdx {
+			e, ok := s.st.side[s.lastIndex()+1]
+			if !ok {
+				return false
+			}
+			s.ents.push(entryPos{term: e.GetTerm(), off: s.nextOffset(), next: s.nextOffset(), side: true})
+		}
+		if curIdx != s.lastIndex()+1 || cur.off != s.nextOffset() {
+			return false
+		}
+		if cur.cut {
+			// Only part of the entry's batches is here: it is dropped
+			// whole (cut below), and the leader sends it again.
+			s.logger.Warn("an entry cut short at the end of the log is dropped; the leader sends it again", "group", s.group,
+				"index", curIdx, "offsets", fmt.Sprintf("[%d, %d)", cur.off, cur.next))
+			return false
+		}
+		s.ents.push(cur)
+		s.freeze()
+		return true
+	}
 	end := s.log.NextOffset()
-	for off := from; off < end; {
+scan:
+	for off := s.st.compactOffset; off < end; {
 		raw, err := s.log.Read(off, 4<<20, end)
 		if err != nil {
-			return nil, fmt.Errorf("scan %s at %d: %w", s.group, off, err)
+			return fmt.Errorf("scan %s at %d: %w", s.group, off, err)
 		}
 		for len(raw) > 0 {
 			h, err := record.ParseHeader(raw)
 			if err != nil {
-				return nil, fmt.Errorf("scan %s at %d: %w", s.group, off, err)
+				return fmt.Errorf("scan %s at %d: %w", s.group, off, err)
 			}
 			if h.RaftIndex == 0 {
-				return nil, fmt.Errorf("%s: the batch at offset %d was not written by replication", s.group, h.BaseOffset)
+				return fmt.Errorf("%s: the batch at offset %d was not written by replication", s.group, h.BaseOffset)
 			}
-			pos, ok := data[h.RaftIndex]
-			if !ok {
-				pos = entryPos{term: h.RaftTerm, off: h.BaseOffset}
+			if h.RaftIndex != curIdx || h.BaseOffset != cur.next {
+				if curIdx != 0 && !take() {
+					stopped = true
+					break scan
+				}
+				cur, curIdx = entryPos{term: h.RaftTerm, off: h.BaseOffset}, h.RaftIndex
 			}
-			pos.next = h.NextOffset()
-			pos.bytes += int32(h.Size())
-			pos.cut = h.EntryFollowing > 0
-			data[h.RaftIndex] = pos
+			cur.next = h.NextOffset()
+			cur.bytes += int32(h.Size())
+			cur.cut = h.EntryFollowing > 0
 			raw, off = raw[h.Size():], h.NextOffset()
 		}
 	}
-	return data, nil
-}
-
-// rebuild lays out the index window from the compaction point on and cuts
-// whatever follows a gap.
-func (s *LogStore) rebuild(data map[uint64]entryPos) error {
-	next := s.st.compactOffset
-	for i := s.first; ; i++ {
-		if pos, ok := data[i]; ok && pos.off == next && pos.cut {
-			// Only part of the entry's batches is here: it is dropped
-			// whole (cut below), and the leader sends it again.
-			s.logger.Warn("an entry cut short at the end of the log is dropped; the leader sends it again", "group", s.group,
-				"index", i, "offsets", fmt.Sprintf("[%d, %d)", pos.off, pos.next))
-		} else if ok && pos.off == next {
-			s.ents.push(pos)
-			next = pos.next
-			continue
-		}
-		if e, ok := s.st.side[i]; ok {
-			s.ents.push(entryPos{term: e.GetTerm(), off: next, next: next, side: true})
-			continue
-		}
-		break
+	if curIdx != 0 && !stopped {
+		take()
 	}
-	last := s.lastIndex()
+	for {
+		e, ok := s.st.side[s.lastIndex()+1]
+		if !ok {
+			break
+		}
+		s.ents.push(entryPos{term: e.GetTerm(), off: s.nextOffset(), next: s.nextOffset(), side: true})
+	}
+	last, next := s.lastIndex(), s.nextOffset()
 	for i := range s.st.side {
 		if i > last {
 			delete(s.st.side, i)
@@ -339,14 +383,101 @@ func (s *LogStore) rebuild(data map[uint64]entryPos) error {
 	return nil
 }
 
-func (s *LogStore) lastIndex() uint64 { return s.first + uint64(s.ents.len()) - 1 }
+func (s *LogStore) lastIndex() uint64 { return s.hot + uint64(s.ents.len()) - 1 }
 
 // nextOffset is the partition offset after the last entry's records.
 func (s *LogStore) nextOffset() int64 {
 	if s.ents.len() == 0 {
-		return s.st.compactOffset
+		return s.coldEnd
 	}
-	return s.ents.last().next
+	return s.ents.start(s.ents.len())
+}
+
+// freeze turns the window's oldest positions cold, a chunk at a time,
+// while more than hotEntries would stay and the chunk is committed. Its
+// entries must be in the log (readable): Flush, or at open.
+// Lock: mu held.
+func (s *LogStore) freeze() {
+	commit := s.st.hard.GetCommit()
+	for {
+		k := s.ents.headChunk()
+		if k == 0 || s.ents.len()-k < hotEntries || s.hot+uint64(k)-1 > commit {
+			return
+		}
+		for i := range k {
+			if t := s.ents.term(i); len(s.coldTerms) == 0 || s.coldTerms[len(s.coldTerms)-1].term != t {
+				s.coldTerms = append(s.coldTerms, indexTerm{s.hot + uint64(i), t})
+			}
+		}
+		s.coldEnd = s.ents.start(k)
+		s.ents.dropFront(k)
+		s.hot += uint64(k)
+	}
+}
+
+// term returns the term of entry i. REQUIRES: first <= i <= lastIndex.
+// Lock: mu held.
+func (s *LogStore) term(i uint64) uint64 {
+	if i >= s.hot {
+		return s.ents.term(int(i - s.hot))
+	}
+	r := sort.Search(len(s.coldTerms), func(r int) bool { return s.coldTerms[r].index > i })
+	return s.coldTerms[r-1].term
+}
+
+// start returns the first offset of entry i: where its records begin, or
+// for a record-less entry where it stands. A cold entry's is looked up
+// in the log: the first batch of an index at or above i, found by a
+// binary search over offsets that reads one batch header a step (a
+// segment's offset index finds each). REQUIRES: first <= i <=
+// lastIndex+1. Lock: mu held.
+func (s *LogStore) start(i uint64) (int64, error) {
+	switch {
+	case i > s.hot:
+		return s.ents.start(int(i - s.hot)), nil
+	case i == s.hot:
+		return s.coldEnd, nil // ents' base, also when ents is empty
+	case i <= s.first:
+		return s.st.compactOffset, nil
+	}
+	// Batches below lo are of indexes below i, those from hi on of i or
+	// above; lo and hi are batch boundaries.
+	lo, hi := s.st.compactOffset, s.coldEnd
+	for lo < hi {
+		h, err := s.log.HeaderAt(lo + (hi-lo)/2)
+		if err != nil {
+			return 0, fmt.Errorf("%s: look up index %d: %w", s.group, i, err)
+		}
+		if h.RaftIndex >= i {
+			hi = h.BaseOffset
+		} else {
+			lo = h.NextOffset()
+		}
+	}
+	return lo, nil
+}
+
+// pos returns the position of entry i (bytes is -1 for a cold entry
+// carrying records: not known). REQUIRES: first <= i <= lastIndex.
+// Lock: mu held.
+func (s *LogStore) pos(i uint64) (entryPos, error) {
+	if i >= s.hot {
+		return s.ents.at(int(i - s.hot)), nil
+	}
+	off, err := s.start(i)
+	if err != nil {
+		return entryPos{}, err
+	}
+	next, err := s.start(i + 1)
+	if err != nil {
+		return entryPos{}, err
+	}
+	_, side := s.st.side[i]
+	p := entryPos{term: s.term(i), off: off, next: next, side: side}
+	if !side {
+		p.bytes = -1
+	}
+	return p, nil
 }
 
 // Append stores entries from a Ready, cutting a conflicting suffix first.
@@ -461,7 +592,11 @@ func countBatches(body []byte) int {
 // truncateFrom drops entries from index idx on, from the log and the side
 // entries. Lock: mu held.
 func (s *LogStore) truncateFrom(idx uint64) error {
-	pos := s.ents.at(int(idx - s.first))
+	if idx < s.hot {
+		// Raft never cuts committed entries, and only those turn cold.
+		return fmt.Errorf("%s: truncate at index %d, below the uncommitted entries from %d", s.group, idx, s.hot)
+	}
+	pos := s.ents.at(int(idx - s.hot))
 	if pos.off < s.log.NextOffset() {
 		if err := s.log.Truncate(pos.off); err != nil {
 			return fmt.Errorf("%s: truncate at index %d (offset %d): %w", s.group, idx, pos.off, err)
@@ -473,7 +608,7 @@ func (s *LogStore) truncateFrom(idx uint64) error {
 			s.dirty = true
 		}
 	}
-	s.ents.truncate(int(idx - s.first))
+	s.ents.truncate(int(idx - s.hot))
 	s.recent.truncateFrom(idx)
 	s.dedup.TruncateFrom(pos.off)
 	return nil
@@ -602,6 +737,7 @@ func (s *LogStore) Flush() (durable, error) {
 		s.dirty = false
 		s.savedCommit = s.st.hard.GetCommit()
 	}
+	s.freeze() // everything appended is in the log now
 	return d, nil
 }
 
@@ -661,7 +797,14 @@ func (s *LogStore) OffsetAfter(index uint64) int64 {
 	case index > s.lastIndex():
 		return s.nextOffset()
 	}
-	return s.ents.at(int(index - s.first)).next
+	end, err := s.start(index + 1)
+	if err != nil {
+		// An index this old is asked for by statistics only: the log's
+		// start is a safe answer (it understates).
+		s.logger.Error("offset after an entry not found", "group", s.group, "index", index, "err", err)
+		return s.st.compactOffset
+	}
+	return end
 }
 
 // InitialState implements raft.Storage.
@@ -683,7 +826,7 @@ func (s *LogStore) Term(i uint64) (uint64, error) {
 	case i > s.lastIndex():
 		return 0, raft.ErrUnavailable
 	}
-	return s.ents.at(int(i - s.first)).term, nil
+	return s.term(i), nil
 }
 
 // LastIndex implements raft.Storage.
@@ -749,7 +892,12 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 		s.mu.Unlock()
 		return nil // nothing new to fold, or not stored yet
 	}
-	pos := s.ents.at(int(index - s.first))
+	term := s.term(index)
+	end, err := s.start(index + 1)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	if c := s.confAt(index); c != nil {
 		s.st.compactConf = proto.Clone(c).(*pb.ConfState)
 	} else {
@@ -760,8 +908,17 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 			delete(s.confs, i) // confAt(index) no longer needs them
 		}
 	}
-	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = index, pos.term, pos.next
-	s.ents.dropFront(int(index + 1 - s.first))
+	s.st.compactIndex, s.st.compactTerm, s.st.compactOffset = index, term, end
+	if index >= s.hot {
+		s.ents.dropFront(int(index + 1 - s.hot))
+		s.hot, s.coldEnd, s.coldTerms = index+1, end, nil
+	} else if index+1 == s.hot {
+		s.coldTerms = nil
+	} else {
+		// Keep the run that index+1 belongs to.
+		r := sort.Search(len(s.coldTerms), func(r int) bool { return s.coldTerms[r].index > index+1 })
+		s.coldTerms = slices.Delete(s.coldTerms, 0, r-1)
+	}
 	s.first = index + 1
 	for i := range s.st.side {
 		if i <= index {
@@ -770,13 +927,13 @@ func (s *LogStore) Compact(index uint64, state []byte) error {
 	}
 	s.recent.dropThrough(index)
 	s.snap = state
-	err := s.saveStateAndSnapshot()
+	err = s.saveStateAndSnapshot()
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if _, err := s.log.DeleteBefore(pos.next); err != nil {
-		return fmt.Errorf("%s: delete the log below offset %d: %w", s.group, pos.next, err)
+	if _, err := s.log.DeleteBefore(end); err != nil {
+		return fmt.Errorf("%s: delete the log below offset %d: %w", s.group, end, err)
 	}
 	return nil
 }
@@ -792,9 +949,24 @@ func (s *LogStore) CompactBefore(offset int64, applied uint64, state []byte) (ui
 	// Both the entries' ends and their indexes grow along the window:
 	// the first entry past either bound ends the run that qualifies.
 	if n := sort.Search(s.ents.len(), func(i int) bool {
-		return s.ents.at(i).next > offset || s.first+uint64(i) > applied
+		return s.ents.at(i).next > offset || s.hot+uint64(i) > applied
 	}); n > 0 {
-		idx = s.first + uint64(n) - 1
+		idx = s.hot + uint64(n) - 1
+	} else if s.hot > s.first && offset > s.st.compactOffset {
+		// Among the cold entries: those below the batch holding offset
+		// end at or below it, the one of that batch after it.
+		last := s.hot - 1
+		if offset < s.coldEnd {
+			h, err := s.log.HeaderAt(offset)
+			if err != nil {
+				s.mu.Unlock()
+				return idx, fmt.Errorf("%s: compact below offset %d: %w", s.group, offset, err)
+			}
+			last = h.RaftIndex - 1
+		}
+		if last = min(last, applied); last >= s.first {
+			idx = last
+		}
 	}
 	compacted := idx == s.st.compactIndex
 	s.mu.Unlock()
@@ -828,7 +1000,7 @@ func (s *LogStore) ApplySnapshot(snap *pb.Snapshot) (state []byte, offset int64,
 	if s.st.hard.GetCommit() < md.GetIndex() {
 		s.st.hard.Commit = proto.Uint64(md.GetIndex())
 	}
-	s.ents, s.first = posIndex{}, md.GetIndex()+1
+	s.ents, s.first, s.hot, s.coldEnd, s.coldTerms = posIndex{}, md.GetIndex()+1, md.GetIndex()+1, offset, nil
 	clear(s.st.side)
 	s.recent = entryCache{}
 	s.dedup.TruncateFrom(0)
@@ -862,6 +1034,8 @@ func (s *LogStore) saveStateAndSnapshot() error {
 // Entries implements raft.Storage: entries [lo, hi), at most maxSize
 // bytes of data but at least one entry. Entries carrying batches are read
 // back from the partition log (anonymous: their proposal ids are not kept).
+// From a cold entry on, only cold entries are returned (fewer than asked,
+// as when maxSize is reached): raft asks again for the rest.
 func (s *LogStore) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	s.mu.Lock()
 	if lo < s.first {
@@ -876,7 +1050,11 @@ func (s *LogStore) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 		s.mu.Unlock()
 		return ents, nil
 	}
-	poss := s.ents.appendRange(nil, int(lo-s.first), int(hi-s.first))
+	if lo < s.hot {
+		defer s.mu.Unlock() // compactions wait: this reads what they delete
+		return s.coldEntries(lo, min(hi, s.hot), maxSize)
+	}
+	poss := s.ents.appendRange(nil, int(lo-s.hot), int(hi-s.hot))
 	side := make(map[uint64]*pb.Entry)
 	for i, p := range poss {
 		if p.side {
@@ -897,6 +1075,55 @@ func (s *LogStore) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 				return out, err
 			}
 			e = &pb.Entry{Index: proto.Uint64(idx), Term: proto.Uint64(p.term), Type: pb.EntryType_EntryNormal.Enum(), Data: data}
+		}
+		size += uint64(len(e.GetData()))
+		if len(out) > 0 && size > maxSize {
+			break
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// coldEntries returns cold entries [lo, hi) as Entries does, reading the
+// log once from lo's first batch on and grouping the batches by their
+// Raft index. Lock: mu held.
+func (s *LogStore) coldEntries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	off, err := s.start(lo)
+	if err != nil {
+		return nil, err
+	}
+	var out []*pb.Entry
+	var size uint64
+	var raw []byte // batches read and not yet taken, from offset off on
+	for i := lo; i < hi; i++ {
+		e := &pb.Entry{Index: proto.Uint64(i), Term: proto.Uint64(s.term(i)), Type: pb.EntryType_EntryNormal.Enum()}
+		if side, ok := s.st.side[i]; ok {
+			e = proto.Clone(side).(*pb.Entry)
+		} else {
+			e.Data = EncodeEntry(nil, Proposal{})
+			for {
+				if len(raw) == 0 && off < s.coldEnd {
+					if raw, err = s.log.Read(off, 1<<20, s.coldEnd); err != nil {
+						return out, fmt.Errorf("%s: read entry %d at offset %d: %w", s.group, i, off, err)
+					}
+				}
+				if len(raw) == 0 {
+					break
+				}
+				h, err := record.ParseHeader(raw)
+				if err != nil {
+					return out, fmt.Errorf("%s: read entry %d at offset %d: %w", s.group, i, off, err)
+				}
+				if h.RaftIndex != i {
+					break
+				}
+				e.Data = append(e.Data, raw[:h.Size()]...)
+				raw, off = raw[h.Size():], h.NextOffset()
+			}
+			if len(e.Data) == envelopeSize {
+				return out, fmt.Errorf("%s: entry %d not in the log at offset %d", s.group, i, off)
+			}
 		}
 		size += uint64(len(e.GetData()))
 		if len(out) > 0 && size > maxSize {
@@ -941,13 +1168,21 @@ func (s *LogStore) EpochEnd(e uint64) (term uint64, end int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Terms never decrease along the log: find the first entry of a
-	// term above e.
-	i := sort.Search(s.ents.len(), func(i int) bool { return s.ents.at(i).term > e })
+	// term above e, among the cold entries' runs, then the others.
+	var i uint64
+	if r := sort.Search(len(s.coldTerms), func(r int) bool { return s.coldTerms[r].term > e }); r < len(s.coldTerms) {
+		i = s.coldTerms[r].index
+	} else {
+		i = s.hot + uint64(sort.Search(s.ents.len(), func(i int) bool { return s.ents.term(i) > e }))
+	}
 	switch {
-	case i == s.ents.len() && i > 0:
-		return s.ents.at(i - 1).term, s.nextOffset(), true
-	case i > 0:
-		return s.ents.at(i - 1).term, s.ents.at(i - 1).next, true
+	case i > s.first:
+		end, err := s.start(i)
+		if err != nil {
+			s.logger.Error("end of a leader epoch not found", "group", s.group, "epoch", e, "err", err)
+			return 0, 0, false
+		}
+		return s.term(i - 1), end, true
 	case s.st.compactTerm <= e && s.st.compactTerm > 0:
 		return s.st.compactTerm, s.st.compactOffset, true
 	}

@@ -292,10 +292,20 @@ func compareStores(t *testing.T, s *LogStore, ref *raft.MemoryStorage) {
 	if got, _ := s.LastIndex(); got != last {
 		t.Fatalf("last index %d, reference %d", got, last)
 	}
-	want, _ := ref.Entries(1, last+1, 1<<30)
-	got, err := s.Entries(1, last+1, 1<<30)
-	if err != nil || len(got) != len(want) {
-		t.Fatalf("entries: %d, %v; reference %d", len(got), err, len(want))
+	first, _ := ref.FirstIndex()
+	want, _ := ref.Entries(first, last+1, 1<<30)
+	// From a cold entry on, Entries returns cold entries only: ask again,
+	// as raft does.
+	var got []*pb.Entry
+	for lo := first; lo <= last; {
+		ents, err := s.Entries(lo, last+1, 1<<30)
+		if err != nil || len(ents) == 0 {
+			t.Fatalf("entries from %d: %d, %v", lo, len(ents), err)
+		}
+		got, lo = append(got, ents...), lo+uint64(len(ents))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("entries: %d; reference %d", len(got), len(want))
 	}
 	for i := range want {
 		if got[i].GetTerm() != want[i].GetTerm() || got[i].GetIndex() != want[i].GetIndex() {
@@ -308,7 +318,7 @@ func compareStores(t *testing.T, s *LogStore, ref *raft.MemoryStorage) {
 	}
 	// Offsets are dense over the data entries.
 	var next int64
-	for i := uint64(1); i <= last; i++ {
+	for i := first; i <= last; i++ {
 		if off := s.OffsetAfter(i); off < next {
 			t.Fatalf("offset after %d went back: %d < %d", i, off, next)
 		} else {
@@ -494,4 +504,213 @@ func TestSnapshotCarriesTheCompactionPointsConfiguration(t *testing.T) {
 	if got := snap.GetMetadata().GetConfState().GetVoters(); !slices.Equal(got, []uint64{1, 2, 3, 8}) {
 		t.Fatalf("snapshot at 10 carries voters %v", got)
 	}
+}
+
+// A window whose committed entries turned cold (their positions looked up
+// in the log) answers every question as raft's MemoryStorage and a model
+// of the offsets do, through appends, overwrites of the uncommitted tail,
+// commits, compactions and reopens.
+func TestLogStoreColdWindow(t *testing.T) {
+	defer func(n int) { hotEntries = n }(hotEntries)
+	hotEntries = 0
+	for seed := int64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			f := newFixture(t)
+			ref := raft.NewMemoryStorage()
+			recs := []int{0} // records per index (index 0: none)
+			term, commit, cold := uint64(1), uint64(0), 0
+			for step := 0; step < 300; step++ {
+				last, _ := ref.LastIndex()
+				from := last + 1
+				if last > commit && rng.Intn(5) == 0 { // a new leader overwrites the uncommitted tail
+					term++
+					from = commit + 1 + uint64(rng.Int63n(int64(last-commit)))
+				} else if rng.Intn(8) == 0 {
+					term++
+				}
+				var ents []*pb.Entry
+				recs = recs[:from]
+				for i := 0; i < 1+rng.Intn(4); i++ {
+					idx := from + uint64(i)
+					n := 0
+					if rng.Intn(5) == 0 {
+						ents = append(ents, emptyEntry(idx, term))
+					} else {
+						n = 1 + rng.Intn(5)
+						ents = append(ents, dataEntry(idx, term, n, Proposal{}))
+					}
+					recs = append(recs, n)
+				}
+				refEnts := make([]*pb.Entry, len(ents))
+				for i, e := range ents {
+					refEnts[i] = proto.Clone(e).(*pb.Entry)
+				}
+				if err := ref.Append(refEnts); err != nil {
+					t.Fatal(err)
+				}
+				f.append(ents...)
+				last, _ = ref.LastIndex()
+				if rng.Intn(3) > 0 {
+					commit = last
+				} else {
+					commit += uint64(rng.Int63n(int64(last-commit) + 1))
+				}
+				f.s.SetHardState(&pb.HardState{Term: proto.Uint64(term), Commit: proto.Uint64(commit)})
+				if err := f.s.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				if f.s.hot > f.s.first {
+					cold++
+				}
+				switch rng.Intn(25) {
+				case 0:
+					f.reopen()
+					f.s.SetHardState(&pb.HardState{Term: proto.Uint64(term), Commit: proto.Uint64(commit)})
+				case 1, 2: // retention up to a random offset
+					first, _ := ref.FirstIndex()
+					end := sumRecs(recs, last)
+					offset := sumRecs(recs, first-1) + rng.Int63n(end-sumRecs(recs, first-1)+1)
+					want := first - 1
+					for i := first; i <= commit && sumRecs(recs, i) <= offset; i++ {
+						want = i
+					}
+					got, err := f.s.CompactBefore(offset, commit, []byte("state"))
+					if err != nil || got != want {
+						t.Fatalf("CompactBefore(%d, %d) = %d, %v; want %d", offset, commit, got, err, want)
+					}
+					if want >= first {
+						if err := ref.Compact(want); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				compareStores(t, f.s, ref)
+				checkColdWindow(t, f.s, ref, recs, rng)
+			}
+			if cold == 0 {
+				t.Fatal("no entry turned cold")
+			}
+		})
+	}
+}
+
+// sumRecs is the offset after index i's records.
+func sumRecs(recs []int, i uint64) int64 {
+	var n int64
+	for _, r := range recs[:i+1] {
+		n += int64(r)
+	}
+	return n
+}
+
+// checkColdWindow compares terms, offsets, epochs and size-bounded reads
+// of s with the reference and the record counts.
+func checkColdWindow(t *testing.T, s *LogStore, ref *raft.MemoryStorage, recs []int, rng *rand.Rand) {
+	t.Helper()
+	first, _ := ref.FirstIndex()
+	last, _ := ref.LastIndex()
+	if got, _ := s.FirstIndex(); got != first {
+		t.Fatalf("first index %d, reference %d", got, first)
+	}
+	for i := first - 1; i <= last; i++ {
+		want, _ := ref.Term(i)
+		if got, err := s.Term(i); err != nil || got != want {
+			t.Fatalf("Term(%d) = %d, %v; want %d", i, got, err, want)
+		}
+		if got := s.OffsetAfter(i); i >= first && got != sumRecs(recs, i) {
+			t.Fatalf("OffsetAfter(%d) = %d; want %d", i, got, sumRecs(recs, i))
+		}
+	}
+	lastTerm, _ := ref.Term(last)
+	for e := uint64(0); e <= lastTerm+1; e++ {
+		wantTerm, wantEnd, wantOK := uint64(0), int64(0), false
+		for i := last; i >= first; i-- {
+			if tm, _ := ref.Term(i); tm <= e {
+				wantTerm, wantEnd, wantOK = tm, sumRecs(recs, i), true
+				break
+			}
+		}
+		if ct, _ := ref.Term(first - 1); !wantOK && ct > 0 && ct <= e {
+			wantTerm, wantEnd, wantOK = ct, sumRecs(recs, first-1), true
+		}
+		if tm, end, ok := s.EpochEnd(e); tm != wantTerm || end != wantEnd || ok != wantOK {
+			t.Fatalf("EpochEnd(%d) = %d, %d, %v; want %d, %d, %v", e, tm, end, ok, wantTerm, wantEnd, wantOK)
+		}
+	}
+	if last < first {
+		return
+	}
+	lo := first + uint64(rng.Int63n(int64(last-first+1)))
+	max := uint64(rng.Intn(200))
+	got, err := s.Entries(lo, last+1, max)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("Entries(%d, %d, %d): %d, %v", lo, last+1, max, len(got), err)
+	}
+	want, _ := ref.Entries(lo, last+1, 1<<30)
+	var size uint64
+	for i, e := range got {
+		if e.GetIndex() != lo+uint64(i) || e.GetTerm() != want[i].GetTerm() || fmt.Sprint(payloads(t, e)) != fmt.Sprint(payloads(t, want[i])) {
+			t.Fatalf("Entries(%d, %d, %d): entry %d differs", lo, last+1, max, i)
+		}
+		if size += uint64(len(e.GetData())); i > 0 && size > max {
+			t.Fatalf("Entries(%d, %d, %d): %d bytes in %d entries", lo, last+1, max, size, i+1)
+		}
+	}
+	if _, err := s.Entries(first-1, last+1, 1<<30); first > 1 && err != raft.ErrCompacted {
+		t.Fatalf("below the window: %v", err)
+	}
+}
+
+// Committed entries turn cold a whole chunk at a time, past hotEntries
+// kept in memory, while running and when a log is opened: the entries in
+// memory stay bounded however long the log, and every entry still has its
+// term and offsets.
+func TestLogStoreKeepsHotEntriesBounded(t *testing.T) {
+	defer func(n int) { hotEntries = n }(hotEntries)
+	hotEntries = posChunk
+	f := newFixture(t)
+	const n = 3*posChunk + 100
+	var ents []*pb.Entry
+	for i := uint64(1); i <= n; i++ {
+		term := 1 + i/5000 // runs of terms across chunks
+		if i%7 == 0 {
+			ents = append(ents, emptyEntry(i, term))
+		} else {
+			ents = append(ents, dataEntry(i, term, 1, Proposal{}))
+		}
+		if len(ents) == 512 || i == n {
+			f.append(ents...)
+			f.s.SetHardState(&pb.HardState{Term: proto.Uint64(term), Commit: proto.Uint64(i)})
+			ents = nil
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		if err := f.s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		hot := f.s.ents.len()
+		if hot < hotEntries || hot >= hotEntries+posChunk || f.s.hot != n-uint64(hot)+1 {
+			t.Fatalf("%s: %d entries in memory from %d, want [%d, %d)", when, hot, f.s.hot, hotEntries, hotEntries+posChunk)
+		}
+		var end int64
+		for i := uint64(1); i <= n; i++ {
+			if i%7 != 0 {
+				end++
+			}
+			if tm, err := f.s.Term(i); err != nil || tm != 1+i/5000 {
+				t.Fatalf("%s: Term(%d) = %d, %v", when, i, tm, err)
+			}
+			if i%97 == 0 || i == f.s.hot-1 || i == f.s.hot {
+				if got := f.s.OffsetAfter(i); got != end {
+					t.Fatalf("%s: OffsetAfter(%d) = %d, want %d", when, i, got, end)
+				}
+			}
+		}
+	}
+	check("running")
+	f.reopen()
+	f.s.SetHardState(&pb.HardState{Term: proto.Uint64(1 + n/5000), Commit: proto.Uint64(n)})
+	check("reopened")
 }

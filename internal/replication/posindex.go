@@ -63,15 +63,28 @@ func (x *posIndex) start(i int) int64 {
 // at returns entry i of the window (0 is the first).
 func (x *posIndex) at(i int) entryPos {
 	c, k := x.slot(i)
-	p := entryPos{off: x.start(i), next: c.next[k], bytes: int32(c.bytes[k]), side: c.flags[k]&posSide != 0, cut: c.flags[k]&posCut != 0}
+	return entryPos{term: c.termAt(k), off: x.start(i), next: c.next[k], bytes: int32(c.bytes[k]), side: c.flags[k]&posSide != 0, cut: c.flags[k]&posCut != 0}
+}
+
+// term returns the term of entry i of the window.
+func (x *posIndex) term(i int) uint64 {
+	c, k := x.slot(i)
+	return c.termAt(k)
+}
+
+// termAt returns the term of slot k.
+func (c *posChunkData) termAt(k int) uint64 {
 	for r := len(c.terms) - 1; r >= 0; r-- {
 		if c.terms[r].from <= k {
-			p.term = c.terms[r].term
-			break
+			return c.terms[r].term
 		}
 	}
-	return p
+	return 0
 }
+
+// headChunk returns how many of the window's entries lie in its first
+// chunk.
+func (x *posIndex) headChunk() int { return min(posChunk-x.head, x.n) }
 
 // last returns the window's last entry. REQUIRES: len() > 0.
 func (x *posIndex) last() entryPos { return x.at(x.n - 1) }
