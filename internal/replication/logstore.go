@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -306,13 +307,7 @@ func (s *LogStore) rebuild() error {
 	// take places the entry read before the next one, after the side
 	// entries before it; false when it does not continue the window.
 	take := func() bool {
-		for s.lastIndex()+1 < curIdx {
-			e, ok := s.st.side[s.lastIndex()+1]
-			if !ok {
-				return false
-			}
-			s.ents.push(entryPos{term: e.GetTerm(), off: s.nextOffset(), next: s.nextOffset(), side: true})
-		}
+		s.pushSides(curIdx)
 		if curIdx != s.lastIndex()+1 || cur.off != s.nextOffset() {
 			return false
 		}
@@ -358,13 +353,7 @@ scan:
 	if curIdx != 0 && !stopped {
 		take()
 	}
-	for {
-		e, ok := s.st.side[s.lastIndex()+1]
-		if !ok {
-			break
-		}
-		s.ents.push(entryPos{term: e.GetTerm(), off: s.nextOffset(), next: s.nextOffset(), side: true})
-	}
+	s.pushSides(math.MaxUint64)
 	last, next := s.lastIndex(), s.nextOffset()
 	for i := range s.st.side {
 		if i > last {
@@ -381,6 +370,19 @@ scan:
 		return s.saveState()
 	}
 	return nil
+}
+
+// pushSides appends to the window the side entries that follow it, up to
+// index below (excluded), while they follow on. Lock: mu held (or s not
+// yet shared).
+func (s *LogStore) pushSides(below uint64) {
+	for i := s.lastIndex() + 1; i < below; i++ {
+		e, ok := s.st.side[i]
+		if !ok {
+			return
+		}
+		s.ents.push(entryPos{term: e.GetTerm(), off: s.nextOffset(), next: s.nextOffset(), side: true})
+	}
 }
 
 func (s *LogStore) lastIndex() uint64 { return s.hot + uint64(s.ents.len()) - 1 }
@@ -455,29 +457,6 @@ func (s *LogStore) start(i uint64) (int64, error) {
 		}
 	}
 	return lo, nil
-}
-
-// pos returns the position of entry i (bytes is -1 for a cold entry
-// carrying records: not known). REQUIRES: first <= i <= lastIndex.
-// Lock: mu held.
-func (s *LogStore) pos(i uint64) (entryPos, error) {
-	if i >= s.hot {
-		return s.ents.at(int(i - s.hot)), nil
-	}
-	off, err := s.start(i)
-	if err != nil {
-		return entryPos{}, err
-	}
-	next, err := s.start(i + 1)
-	if err != nil {
-		return entryPos{}, err
-	}
-	_, side := s.st.side[i]
-	p := entryPos{term: s.term(i), off: off, next: next, side: side}
-	if !side {
-		p.bytes = -1
-	}
-	return p, nil
 }
 
 // Append stores entries from a Ready, cutting a conflicting suffix first.

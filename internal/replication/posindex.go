@@ -86,9 +86,6 @@ func (c *posChunkData) termAt(k int) uint64 {
 // chunk.
 func (x *posIndex) headChunk() int { return min(posChunk-x.head, x.n) }
 
-// last returns the window's last entry. REQUIRES: len() > 0.
-func (x *posIndex) last() entryPos { return x.at(x.n - 1) }
-
 // push appends p to the window. REQUIRES: p starts where the last entry
 // ends (p.off == last().next), p.bytes >= 0.
 func (x *posIndex) push(p entryPos) {

@@ -22,8 +22,8 @@ func TestPosIndexMatchesASlice(t *testing.T) {
 		if len(model) == 0 {
 			return
 		}
-		if x.last() != model[len(model)-1] {
-			t.Fatalf("step %d: last %+v, want %+v", step, x.last(), model[len(model)-1])
+		if x.at(x.len()-1) != model[len(model)-1] {
+			t.Fatalf("step %d: last %+v, want %+v", step, x.at(x.len()-1), model[len(model)-1])
 		}
 		for k := 0; k < 20; k++ {
 			i := rng.IntN(len(model))
