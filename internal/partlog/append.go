@@ -302,6 +302,7 @@ func (l *Log) roll(base int64) error {
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs, seg)
+	l.keepIndex(l.active)
 	l.mu.Unlock()
 	l.preallocOff = false
 	l.active = seg

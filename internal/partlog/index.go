@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 )
 
@@ -193,4 +194,48 @@ func (s *segment) loadIndex(logSize int64) ([]indexEntry, error) {
 		entries[k] = e
 	}
 	return entries, nil
+}
+
+// keepSealedIndexes is how many sealed segments of a log keep their index
+// entries in memory (about 256 KiB each with the default sizes): those
+// being read now. The others' are read from their index files when a
+// reader needs them, so a log's memory does not grow with its length (16
+// bytes an entry, one entry per 4 KiB of log: 4 MiB a GiB).
+const keepSealedIndexes = 4
+
+// keepIndex records that sealed segment seg has its index entries in
+// memory, and drops those of the segments loaded before the last
+// keepSealedIndexes: they are in their index files (sealIndex wrote and
+// fsynced them, Open checked them). Lock: mu held for writing.
+func (l *Log) keepIndex(seg *segment) {
+	l.indexIn = append(l.indexIn, seg)
+	if n := len(l.indexIn) - keepSealedIndexes; n > 0 {
+		for _, s := range l.indexIn[:n] {
+			s.entries, s.indexOut = nil, true
+		}
+		l.indexIn = slices.Delete(l.indexIn, 0, n)
+	}
+}
+
+// withIndex returns v with its segment's index entries when they are not
+// in memory: read from its index files and kept for the next readers
+// (keepIndex). A view whose files cannot be read whole (retention deleted
+// them, a truncation rewrites them) goes without: lookups then scan the
+// segment's headers from its start, slower but the same answer.
+func (l *Log) withIndex(v segView) segView {
+	if !v.indexOut {
+		return v
+	}
+	entries, err := v.seg.loadIndex(v.readable)
+	if err != nil {
+		return v
+	}
+	v.entries, v.indexOut = entries, false
+	l.mu.Lock()
+	if v.seg.indexOut && l.segs != nil {
+		v.seg.entries, v.seg.indexOut = entries, false
+		l.keepIndex(v.seg)
+	}
+	l.mu.Unlock()
+	return v
 }

@@ -53,6 +53,9 @@ type Log struct {
 	// gen counts the cuts (Truncate, Reset): a SyncPoint taken before
 	// one no longer says what is durable.
 	gen uint64
+	// indexIn lists the sealed segments whose index entries are in
+	// memory, in the order they were loaded (keepIndex).
+	indexIn []*segment
 	// syncErr is the first failed fsync of a SyncPoint (another
 	// goroutine's): the writer takes it as its sticky write error.
 	syncErr atomic.Pointer[error]
@@ -150,6 +153,9 @@ func (l *Log) openSegments() error {
 		if err != nil {
 			return err
 		}
+	}
+	for _, s := range l.segs[:len(l.segs)-1] {
+		l.keepIndex(s) // the newest sealed ones stay in memory
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ type segView struct {
 	seg      *segment
 	readable int64
 	entries  []indexEntry
+	indexOut bool // entries are not in memory (see Log.withIndex)
 }
 
 // Read returns whole raw batches starting with the batch that contains
@@ -63,6 +64,14 @@ func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, limit int64) ([
 // viewAt checks offset and returns a view of the segment holding it, or a
 // zero view if nothing is readable at offset below limit.
 func (l *Log) viewAt(offset, limit int64) (segView, error) {
+	v, err := l.viewAtLocked(offset, limit)
+	if err != nil || v.seg == nil {
+		return v, err
+	}
+	return l.withIndex(v), nil
+}
+
+func (l *Log) viewAtLocked(offset, limit int64) (segView, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.segs == nil {
@@ -81,7 +90,7 @@ func (l *Log) viewAt(offset, limit int64) (segView, error) {
 // view takes a reference to seg. Lock should be held (for reading).
 func (l *Log) view(seg *segment) segView {
 	seg.acquire()
-	return segView{seg: seg, readable: seg.readable, entries: seg.entries}
+	return segView{seg: seg, readable: seg.readable, entries: seg.entries, indexOut: seg.indexOut}
 }
 
 // collect reads the batch at pos (header h) and those after it that fit
@@ -164,7 +173,7 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 		return 0, err
 	}
 	for _, v := range views {
-		off, ok, err := v.offsetForTime(ts)
+		off, ok, err := l.withIndex(v).offsetForTime(ts)
 		if err != nil || ok {
 			return off, err
 		}

@@ -62,6 +62,9 @@ type segment struct {
 	entries  []indexEntry // published index entries, all below readable.
 	// Invariant: a published entry is never modified in place (Truncate
 	// installs a copy), so readers may keep a slice of them after RUnlock.
+	// indexOut: a sealed segment whose entries were dropped from memory
+	// (entries is nil): its index files hold them (Log.withIndex).
+	indexOut bool
 
 	// Writer-owned: only the writer goroutine touches these.
 	size       int64        // bytes including the write buffer's

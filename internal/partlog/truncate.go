@@ -46,7 +46,11 @@ func (l *Log) Truncate(offset int64) error {
 // cutPoint returns the position of the batch starting at offset in seg
 // and the segment's state once cut there.
 func (l *Log) cutPoint(seg *segment, offset int64) (int64, scanResult, error) {
-	pos, base := lookupOffset(seg.entries, seg.base, offset)
+	l.mu.RLock()
+	v := segView{seg: seg, readable: seg.readable, entries: seg.entries, indexOut: seg.indexOut}
+	l.mu.RUnlock()
+	entries := l.withIndex(v).entries
+	pos, base := lookupOffset(entries, seg.base, offset)
 	pos, h, err := findBatch(seg, pos, seg.readable, base, func(h BatchHeader) bool { return h.NextOffset() > offset })
 	if err != nil {
 		return 0, scanResult{}, err
@@ -54,8 +58,8 @@ func (l *Log) cutPoint(seg *segment, offset int64) (int64, scanResult, error) {
 	if h.BaseOffset != offset {
 		return 0, scanResult{}, fmt.Errorf("%w: offset %d is inside the batch [%d, %d)", ErrNotBatchBoundary, offset, h.BaseOffset, h.NextOffset())
 	}
-	k := sort.Search(len(seg.entries), func(k int) bool { return int64(seg.entries[k].pos) >= pos })
-	kept, err := scanSegment(seg, slices.Clone(seg.entries[:k]), pos, l.opts.IndexIntervalBytes)
+	k := sort.Search(len(entries), func(k int) bool { return int64(entries[k].pos) >= pos })
+	kept, err := scanSegment(seg, slices.Clone(entries[:k]), pos, l.opts.IndexIntervalBytes)
 	switch {
 	case err != nil:
 	case kept.stop != nil:
@@ -74,7 +78,9 @@ func (l *Log) publishCut(i int, pos, offset int64, entries []indexEntry) []*segm
 	removed := l.segs[i+1:]
 	l.segs = slices.Clone(l.segs[:i+1])
 	seg.readable = pos
-	seg.entries = entries
+	seg.entries, seg.indexOut = entries, false
+	// seg is the active segment again: it leaves the sealed ones.
+	l.indexIn = slices.DeleteFunc(l.indexIn, func(s *segment) bool { return s == seg })
 	l.readEnd = offset
 	l.gen++
 	l.next.Store(offset)
