@@ -234,6 +234,7 @@ func DecodeFrom(dst []record.Record, batches [][]byte, from int64, max int) ([]r
 		var err error
 		dst, err = record.DecodeRecords(dst, bt)
 		if err != nil {
+			clear(dst[start:]) // dst's array may be used again (trim's scratch)
 			return dst[:start], next, err
 		}
 		keep := dst[:start]
@@ -244,6 +245,7 @@ func DecodeFrom(dst []record.Record, batches [][]byte, from int64, max int) ([]r
 			keep = append(keep, r)
 			next = r.Offset + 1
 		}
+		clear(dst[len(keep):]) // the records left out
 		dst = keep
 		if max > 0 && len(dst) >= max {
 			break
