@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -220,8 +221,9 @@ func (l *Log) keepIndex(seg *segment) {
 // withIndex returns v with its segment's index entries when they are not
 // in memory: read from its index files and kept for the next readers
 // (keepIndex). A view whose files cannot be read whole (retention deleted
-// them, a truncation rewrites them) goes without: lookups then scan the
-// segment's headers from its start, slower but the same answer.
+// them) or may have changed since the view was taken (a cut since: its
+// files are rewritten) goes without: lookups then scan the segment's
+// headers from its start, slower but the same answer.
 func (l *Log) withIndex(v segView) segView {
 	if !v.indexOut {
 		return v
@@ -230,12 +232,22 @@ func (l *Log) withIndex(v segView) segView {
 	if err != nil {
 		return v
 	}
-	v.entries, v.indexOut = entries, false
 	l.mu.Lock()
-	if v.seg.indexOut && l.segs != nil {
+	defer l.mu.Unlock()
+	if l.gen != v.gen {
+		return v // the files read may be a later cut's
+	}
+	if v.seg.indexOut && l.holds(v.seg) {
 		v.seg.entries, v.seg.indexOut = entries, false
 		l.keepIndex(v.seg)
 	}
-	l.mu.Unlock()
+	v.entries, v.indexOut = entries, false
 	return v
+}
+
+// holds reports whether seg is one of the log's segments (retention may
+// have removed it). Lock: mu held.
+func (l *Log) holds(seg *segment) bool {
+	i, ok := slices.BinarySearchFunc(l.segs, seg.base, func(s *segment, base int64) int { return cmp.Compare(s.base, base) })
+	return ok && l.segs[i] == seg
 }

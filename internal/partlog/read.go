@@ -16,7 +16,8 @@ type segView struct {
 	seg      *segment
 	readable int64
 	entries  []indexEntry
-	indexOut bool // entries are not in memory (see Log.withIndex)
+	indexOut bool   // entries are not in memory (see Log.withIndex)
+	gen      uint64 // the log's cuts when the view was taken (Log.gen)
 }
 
 // Read returns whole raw batches starting with the batch that contains
@@ -90,7 +91,7 @@ func (l *Log) viewAtLocked(offset, limit int64) (segView, error) {
 // view takes a reference to seg. Lock should be held (for reading).
 func (l *Log) view(seg *segment) segView {
 	seg.acquire()
-	return segView{seg: seg, readable: seg.readable, entries: seg.entries, indexOut: seg.indexOut}
+	return segView{seg: seg, readable: seg.readable, entries: seg.entries, indexOut: seg.indexOut, gen: l.gen}
 }
 
 // collect reads the batch at pos (header h) and those after it that fit

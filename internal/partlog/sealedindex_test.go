@@ -114,3 +114,46 @@ func TestSealedIndexesLeaveMemory(t *testing.T) {
 	f.check()
 	bounded("reopened")
 }
+
+// An index read for a view taken before a cut is used neither by the view
+// nor by the log: the cut may have rewritten the files it read.
+func TestSealedIndexReadAcrossACutIsDropped(t *testing.T) {
+	f := newFixture(t, Options{SegmentBytes: 1024, IndexIntervalBytes: 100})
+	f.appendMany(400, 20)
+	f.reopen()
+	f.l.mu.RLock()
+	seg := f.l.segs[1]
+	v := f.l.view(seg)
+	last := f.l.segs[len(f.l.segs)-1]
+	f.l.mu.RUnlock()
+	defer seg.release()
+	if !v.indexOut {
+		t.Fatal("the second segment's index is in memory after a reopen")
+	}
+	to, _, err := f.l.BatchAt(last.base + 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.l.Truncate(to); err != nil {
+		t.Fatal(err)
+	}
+	f.want = f.want[:to]
+	if got := f.l.withIndex(v); !got.indexOut || got.entries != nil {
+		t.Fatalf("a view from before the cut got %d entries", len(got.entries))
+	}
+	f.l.mu.RLock()
+	out := seg.indexOut
+	f.l.mu.RUnlock()
+	if !out {
+		t.Fatal("an index read for a view from before the cut was kept")
+	}
+	// A view taken now loads and keeps it.
+	f.l.mu.RLock()
+	v = f.l.view(seg)
+	f.l.mu.RUnlock()
+	defer seg.release()
+	if got := f.l.withIndex(v); got.indexOut || len(got.entries) == 0 {
+		t.Fatal("a fresh view did not load the index")
+	}
+	f.check()
+}
