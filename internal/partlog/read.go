@@ -65,14 +65,16 @@ func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, limit int64) ([
 // viewAt checks offset and returns a view of the segment holding it, or a
 // zero view if nothing is readable at offset below limit.
 func (l *Log) viewAt(offset, limit int64) (segView, error) {
-	v, err := l.viewAtLocked(offset, limit)
+	v, err := l.findView(offset, limit)
 	if err != nil || v.seg == nil {
 		return v, err
 	}
 	return l.withIndex(v), nil
 }
 
-func (l *Log) viewAtLocked(offset, limit int64) (segView, error) {
+// findView is viewAt without loading the segment's index (withIndex),
+// which must not happen under mu.
+func (l *Log) findView(offset, limit int64) (segView, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.segs == nil {
@@ -91,6 +93,12 @@ func (l *Log) viewAtLocked(offset, limit int64) (segView, error) {
 // view takes a reference to seg. Lock should be held (for reading).
 func (l *Log) view(seg *segment) segView {
 	seg.acquire()
+	return l.peek(seg)
+}
+
+// peek is view without the reference (the writer's own segments: the
+// writer is the one that would remove them). Lock: mu held.
+func (l *Log) peek(seg *segment) segView {
 	return segView{seg: seg, readable: seg.readable, entries: seg.entries, indexOut: seg.indexOut, gen: l.gen}
 }
 

@@ -47,7 +47,7 @@ func (l *Log) Truncate(offset int64) error {
 // and the segment's state once cut there.
 func (l *Log) cutPoint(seg *segment, offset int64) (int64, scanResult, error) {
 	l.mu.RLock()
-	v := segView{seg: seg, readable: seg.readable, entries: seg.entries, indexOut: seg.indexOut, gen: l.gen}
+	v := l.peek(seg)
 	l.mu.RUnlock()
 	entries := l.withIndex(v).entries
 	pos, base := lookupOffset(entries, seg.base, offset)
