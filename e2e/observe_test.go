@@ -54,11 +54,16 @@ func TestMetricsFollowLeaderFailover(t *testing.T) {
 	before := make([]float64, len(nodes))
 	terms := make([]float64, len(nodes))
 	for i, n := range nodes {
-		text := n.Metrics()
-		var ok bool
-		if before[i], ok = metricValue(text, changes); !ok || before[i] < 1 {
-			t.Fatalf("node %d: %s = %v (present %v), want >= 1", i+1, changes, before[i], ok)
-		}
+		// A follower learns of the leader when the leader's first
+		// message reaches it, which the quorum's acknowledgement of the
+		// publishes above need not have waited for.
+		var text string
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d counts the leader it learned of", i+1), func() bool {
+			text = n.Metrics()
+			v, ok := metricValue(text, changes)
+			before[i] = v
+			return ok && v >= 1
+		})
 		terms[i], _ = metricValue(text, term)
 		if i != old {
 			if v, _ := metricValue(text, isLeader); v != 0 {
