@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -388,5 +389,57 @@ func TestWindowHists(t *testing.T) {
 		if err := cfg.Validate(); (err == nil) != c.ok {
 			t.Errorf("window %s, duration %s, count %d: %v", c.window, c.duration, c.count, err)
 		}
+	}
+}
+
+// slowPublisher answers each publish after a delay, on the caller's
+// goroutine, as a synchronous protocol does.
+type slowPublisher struct {
+	delay time.Duration
+	sent  int
+}
+
+func (p *slowPublisher) Publish(_ context.Context, _ [16]byte, _ []byte, done Done) {
+	p.sent++
+	time.Sleep(p.delay)
+	done(nil, time.Time{})
+}
+
+func (p *slowPublisher) Close(context.Context) error { return nil }
+
+// An open-loop worker whose target answers slower than the rate asks
+// stops soon after the end of the run's window, not once every record
+// due was sent (which would stretch a 60 s run to as long as the target needs),
+// and the report says how far behind it was and why.
+func TestBehindScheduleStopsAtTheWindowEnd(t *testing.T) {
+	cfg := Defaults()
+	cfg.Workers, cfg.Rate, cfg.Duration = 1, 1000, 300*time.Millisecond
+	start := time.Now()
+	r := &run{cfg: &cfg, protos: []string{ProtoGRPC}, topics: []string{"t"}, v: NewVerifier(1),
+		stats: []*protoStats{{name: ProtoGRPC, ack: NewHist()}}, start: start, end: start.Add(cfg.Duration)}
+	r.errs.init()
+	pub := &slowPublisher{delay: 50 * time.Millisecond}
+	r.work(context.Background(), 0, workerPubs{own: pub})
+	if took := time.Since(start); took > cfg.Duration+behindGrace+time.Second {
+		t.Fatalf("the worker took %s for a %s run", took, cfg.Duration)
+	}
+	if due := cfg.due(); due != 300 || pub.sent < 5 || int64(pub.sent) > due/4 {
+		t.Fatalf("sent %d of %d due at 50 ms a publish", pub.sent, due)
+	}
+	rep := &Report{Config: cfg, Publish: PublishStats{TargetRate: cfg.Rate, Due: cfg.due(), Sent: int64(pub.sent), MaxInFlight: cfg.inFlight(ProtoGRPC)}}
+	var out strings.Builder
+	rep.Print(&out)
+	for _, want := range []string{"one record at a time per worker (synchronous publishes", "BEHIND: sent", "of the 300 records the rate asked for", "a synchronous protocol publishes one record at a time"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	cfg.Protocol = ProtoGRPCStream
+	if got := cfg.inFlightText(); got != "at most 1024 unanswered records per worker" || cfg.inFlight(ProtoGRPCStream) != 1024 {
+		t.Errorf("grpc-stream: %q", got)
+	}
+	cfg.Protocol = "all"
+	if got := cfg.inFlightText(); got != "at most 1024 unanswered records per worker over grpc-stream, one at a time over grpc, rest, graphql (synchronous)" {
+		t.Errorf("all: %q", got)
 	}
 }

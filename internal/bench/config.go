@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -228,6 +230,60 @@ func (c *Config) protocols() ([]string, error) {
 		return []string{ProtoGRPC, ProtoGRPCStream, ProtoREST, ProtoGraphQL}, nil
 	}
 	return nil, fmt.Errorf("protocol %q: want grpc, grpc-stream, rest, graphql, wire or all", c.Protocol)
+}
+
+// synchronous reports whether a worker publishing over proto waits for
+// each answer before its next record (one record in flight per worker,
+// whatever MaxInFlight says): grpc (unary calls; for Kafka and NATS,
+// their synchronous produce), rest and graphql.
+func synchronous(proto string) bool {
+	switch proto {
+	case ProtoGRPC, ProtoREST, ProtoGraphQL:
+		return true
+	}
+	return false
+}
+
+// inFlight is the most records a worker publishing over proto has
+// unanswered at once.
+func (c *Config) inFlight(proto string) int {
+	if synchronous(proto) {
+		return 1
+	}
+	return c.MaxInFlight
+}
+
+// inFlightText says how many records each worker may have unanswered.
+func (c *Config) inFlightText() string {
+	protos, _ := c.protocols()
+	var syncs, asyncs []string
+	for _, p := range protos {
+		if synchronous(p) {
+			syncs = append(syncs, p)
+		} else {
+			asyncs = append(asyncs, p)
+		}
+	}
+	window := fmt.Sprintf("at most %d unanswered records per worker", c.MaxInFlight)
+	switch {
+	case len(syncs) == 0:
+		return window
+	case len(asyncs) == 0:
+		return "one record at a time per worker (synchronous publishes: each waits for its answer; -protocol grpc-stream pipelines)"
+	}
+	return fmt.Sprintf("%s over %s, one at a time over %s (synchronous)", window, strings.Join(asyncs, ", "), strings.Join(syncs, ", "))
+}
+
+// due is how many records an open-loop run's rate asks for: Count, or
+// the rate over Duration; 0 in a closed loop.
+func (c *Config) due() int64 {
+	switch {
+	case c.Rate <= 0:
+		return 0
+	case c.Count > 0:
+		return c.Count
+	}
+	return int64(math.Ceil(c.Rate * c.Duration.Seconds()))
 }
 
 // topicNames returns the run's topics: two for isolation, else one.

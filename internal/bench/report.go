@@ -46,12 +46,20 @@ type Report struct {
 type PublishStats struct {
 	WindowSeconds float64 `json:"window_s"`
 	TargetRate    float64 `json:"target_rate,omitempty"`
-	PayloadBytes  int     `json:"payload_bytes"`
-	Sent          int64   `json:"sent"`
-	Acked         int64   `json:"acknowledged"`
-	Failed        int64   `json:"failed"`
-	MsgsPerSec    float64 `json:"msgs_per_s"`
-	MBPerSec      float64 `json:"mb_per_s"` // 10^6 bytes of payload
+	// Due (open loop) is how many records the rate asked for in the
+	// run; Sent below it means the target answered slower than the
+	// rate asked and the workers fell behind their schedule.
+	Due int64 `json:"due,omitempty"`
+	// MaxInFlight is the most records a worker had unanswered at once:
+	// the -max-in-flight window, or 1 for a synchronous protocol (one
+	// publish, then its answer).
+	MaxInFlight  int     `json:"max_in_flight_per_worker"`
+	PayloadBytes int     `json:"payload_bytes"`
+	Sent         int64   `json:"sent"`
+	Acked        int64   `json:"acknowledged"`
+	Failed       int64   `json:"failed"`
+	MsgsPerSec   float64 `json:"msgs_per_s"`
+	MBPerSec     float64 `json:"mb_per_s"` // 10^6 bytes of payload
 	// AckLatency runs from when a record was due (open loop) or sent
 	// (closed loop) to its acknowledgement.
 	AckLatency Latency `json:"ack_latency"`
@@ -59,12 +67,14 @@ type PublishStats struct {
 
 // ProtocolStats split the publish figures by protocol (-protocol all).
 type ProtocolStats struct {
-	Protocol   string  `json:"protocol"`
-	Workers    int     `json:"workers"`
-	Acked      int64   `json:"acknowledged"`
-	Failed     int64   `json:"failed"`
-	MsgsPerSec float64 `json:"msgs_per_s"`
-	AckLatency Latency `json:"ack_latency"`
+	Protocol string `json:"protocol"`
+	Workers  int    `json:"workers"`
+	// MaxInFlight: as PublishStats.MaxInFlight, for this protocol.
+	MaxInFlight int     `json:"max_in_flight_per_worker"`
+	Acked       int64   `json:"acknowledged"`
+	Failed      int64   `json:"failed"`
+	MsgsPerSec  float64 `json:"msgs_per_s"`
+	AckLatency  Latency `json:"ack_latency"`
 }
 
 // SubscribeStats are the subscribers' figures.
@@ -131,13 +141,17 @@ func (r *run) report(sc *scenario, d drainResult) *Report {
 	for _, st := range r.stats {
 		all.Merge(st.ack)
 		if len(r.stats) > 1 {
-			rep.Protocols = append(rep.Protocols, ProtocolStats{Protocol: st.name, Workers: st.workers,
+			rep.Protocols = append(rep.Protocols, ProtocolStats{Protocol: st.name, Workers: st.workers, MaxInFlight: r.cfg.inFlight(st.name),
 				Acked: st.acked.Load(), Failed: st.failed.Load(), MsgsPerSec: rate(st.acked.Load(), window), AckLatency: st.ack.Summary()})
 		}
 	}
 	acked := r.v.acked.Load()
+	inFlight := 0
+	for _, p := range r.protos {
+		inFlight = max(inFlight, r.cfg.inFlight(p))
+	}
 	rep.Publish = PublishStats{
-		WindowSeconds: window, TargetRate: r.cfg.Rate, PayloadBytes: r.size,
+		WindowSeconds: window, TargetRate: r.cfg.Rate, Due: r.cfg.due(), MaxInFlight: inFlight, PayloadBytes: r.size,
 		Sent: r.v.sent.Load(), Acked: acked, Failed: r.v.failed.Load(),
 		MsgsPerSec: rate(acked, window), MBPerSec: rate(acked*int64(r.size), window) / 1e6, AckLatency: all.Summary(),
 	}
@@ -242,7 +256,14 @@ func (rep *Report) Print(w io.Writer) {
 	if p.TargetRate > 0 {
 		load = fmt.Sprintf("open loop at %.0f msgs/s (latency from due time)", p.TargetRate)
 	}
-	fmt.Fprintf(w, "publish   %s; at most %d unanswered records per worker; window %.2fs\n", load, c.MaxInFlight, p.WindowSeconds)
+	fmt.Fprintf(w, "publish   %s; %s; window %.2fs\n", load, c.inFlightText(), p.WindowSeconds)
+	if p.Due > 0 && p.Sent < p.Due {
+		fmt.Fprintf(w, "          BEHIND: sent %d of the %d records the rate asked for (%.1f%%): the target answered slower than the rate asks", p.Sent, p.Due, 100*float64(p.Sent)/float64(p.Due))
+		if p.MaxInFlight == 1 {
+			fmt.Fprintf(w, " (a synchronous protocol publishes one record at a time per worker)")
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "          sent %d  acknowledged %d  failed %d\n", p.Sent, p.Acked, p.Failed)
 	fmt.Fprintf(w, "          throughput %.0f msgs/s  %.2f MB/s\n", p.MsgsPerSec, p.MBPerSec)
 	fmt.Fprintf(w, "          publish->ack  %s\n", p.AckLatency)
