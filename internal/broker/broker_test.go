@@ -598,3 +598,89 @@ func TestFetchInto(t *testing.T) {
 		t.Fatalf("%d fetches read into the buffer, want most of them", fromBuf)
 	}
 }
+
+// A publisher may reuse the memory its records alias once PublishAsync
+// returns (hermes-wire hands the broker records that alias its read
+// buffer): whatever the mode, and whether the records go to one
+// partition or several, what is stored and delivered is what was
+// published.
+func TestPublishedRecordsMayBeReusedOnReturn(t *testing.T) {
+	b := openTest(t, t.TempDir(), nil)
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, "reuse", TopicConfig{Partitions: 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := b.Subscribe(ctx, SubscribeOptions{Topic: "reuse", IncludePerformance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	const n = 30
+	want := func(mode Mode, i int) (key, payload, header string) {
+		return fmt.Sprintf("k%d", i), fmt.Sprintf("%s-payload-%d", mode, i), fmt.Sprintf("h%d", i)
+	}
+	for _, mode := range []Mode{ModeConsistent, ModePerformance} {
+		buf := make([]byte, 0, 4096)
+		take := func(s string) []byte {
+			at := len(buf)
+			buf = append(buf, s...)
+			return buf[at:len(buf):len(buf)]
+		}
+		in := make([]record.Record, n)
+		for i := range in {
+			k, p, h := want(mode, i)
+			in[i] = record.Record{Key: take(k), Payload: take(p), Headers: []record.Header{{Key: "h", Value: take(h)}}}
+		}
+		if len(buf) > cap(buf)/2 {
+			t.Fatal("records outgrew the buffer")
+		}
+		answered := make(chan error, 1)
+		b.PublishAsync(ctx, &PublishRequest{Topic: "reuse", Partition: AnyPartition, Mode: mode, Records: in},
+			func(_ *PublishResult, err error) { answered <- err })
+		for i := range buf {
+			buf[i] = 'X'
+		}
+		clear(in)
+		if err := <-answered; err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+	}
+	check := func(where string, mode Mode, got []record.Record) {
+		t.Helper()
+		seen := map[string]bool{}
+		for _, r := range got {
+			var i int
+			if _, err := fmt.Sscanf(string(r.Key), "k%d", &i); err != nil {
+				t.Fatalf("%s: key %q", where, r.Key)
+			}
+			k, p, h := want(mode, i)
+			if string(r.Key) != k || string(r.Payload) != p || len(r.Headers) != 1 || string(r.Headers[0].Value) != h {
+				t.Fatalf("%s: record %d read back as key %q payload %q headers %q", where, i, r.Key, r.Payload, r.Headers)
+			}
+			seen[k] = true
+		}
+		if len(seen) != n {
+			t.Fatalf("%s: %d distinct records, want %d", where, len(seen), n)
+		}
+	}
+	var durable []record.Record
+	for p := range int32(3) {
+		durable = append(durable, fetchAll(t, b, "reuse", p)...)
+	}
+	check("the log", ModeConsistent, durable)
+	var perf []record.Record
+	deadline, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for len(perf) < n {
+		d, err := pollN(deadline, sub, 1000)
+		if err != nil {
+			t.Fatalf("after %d performance records: %v", len(perf), err)
+		}
+		for _, r := range d.Records {
+			if r.Mode == ModePerformance {
+				perf = append(perf, r.Record)
+			}
+		}
+	}
+	check("the ring", ModePerformance, perf)
+}

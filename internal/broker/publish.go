@@ -28,6 +28,10 @@ type PublishRequest struct {
 	Partition int32
 	Mode      Mode
 	// Records to publish; the broker may modify them (ids, timestamps).
+	// It keeps no reference to their bytes once Publish or PublishAsync
+	// returns (a durable publish encodes them into a batch of its own
+	// before, the ring and live subscribers copy performance records),
+	// so a caller may reuse the memory they alias from then on.
 	Records []record.Record
 	// Batch is a packed record batch. The broker owns it after the call
 	// and may modify it and keep it in its caches.

@@ -74,6 +74,25 @@ func Clone(rec *Record, alloc func(n int) []byte) Record {
 	return out
 }
 
+// CloneAll returns deep copies of recs whose bytes share one allocation.
+func CloneAll(recs []Record) []Record {
+	n := 0
+	for i := range recs {
+		n += CloneBytes(&recs[i])
+	}
+	buf := make([]byte, 0, n)
+	alloc := func(n int) []byte {
+		at := len(buf)
+		buf = buf[:at+n]
+		return buf[at : at : at+n]
+	}
+	out := make([]Record, len(recs))
+	for i := range recs {
+		out[i] = Clone(&recs[i], alloc)
+	}
+	return out
+}
+
 // CloneBytes is the room Clone asks alloc for: rec's key, header values
 // and payload.
 func CloneBytes(rec *Record) int {

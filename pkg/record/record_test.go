@@ -20,3 +20,28 @@ func TestCloneOwnsItsBytes(t *testing.T) {
 		t.Fatal("payload not capped")
 	}
 }
+
+// TestCloneAllOwnsItsBytes: copies of several records share nothing with
+// the originals and keep nil apart from empty.
+func TestCloneAllOwnsItsBytes(t *testing.T) {
+	in := []Record{
+		{Key: []byte("k1"), Payload: []byte("p1"), Headers: []Header{{Key: "h", Value: []byte("v1")}}},
+		{Key: nil, Payload: []byte{}},
+		{Key: []byte("k3"), Payload: []byte("p3")},
+	}
+	out := CloneAll(in)
+	for i := range in {
+		for _, b := range [][]byte{in[i].Key, in[i].Payload} {
+			for j := range b {
+				b[j] = 'X'
+			}
+		}
+		if len(in[i].Headers) > 0 {
+			in[i].Headers[0].Value[0] = 'X'
+		}
+	}
+	if len(out) != 3 || string(out[0].Key) != "k1" || string(out[0].Payload) != "p1" || string(out[0].Headers[0].Value) != "v1" ||
+		out[1].Key != nil || out[1].Payload == nil || len(out[1].Payload) != 0 || string(out[2].Key) != "k3" || string(out[2].Payload) != "p3" {
+		t.Fatalf("copies %+v", out)
+	}
+}

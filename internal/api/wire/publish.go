@@ -79,7 +79,9 @@ func (c *conn) publish(h wire.Header, d *wire.Decoder) error {
 	if batch != nil {
 		req.Batch = append([]byte(nil), batch...)
 	} else {
-		req.Records = cloneRecords(recs)
+		// They alias the read buffer: the broker encodes (or, in
+		// performance mode, copies) them before PublishAsync returns.
+		req.Records = recs
 	}
 	if err := c.acquire(c.inflight); err != nil { // MaxInFlight unanswered: wait
 		return err
@@ -150,24 +152,4 @@ func (c *conn) appendAck(b []byte, corr uint64, partition int32, mode uint8, bas
 		b = wire.AppendStr(b, c.s.wireAddrOf(via))
 	}
 	return wire.FinishFrame(b, at)
-}
-
-// cloneRecords copies records that alias the read buffer into memory of
-// their own (one allocation for all their bytes).
-func cloneRecords(recs []record.Record) []record.Record {
-	n := 0
-	for i := range recs {
-		n += record.CloneBytes(&recs[i])
-	}
-	buf := make([]byte, 0, n)
-	alloc := func(n int) []byte {
-		at := len(buf)
-		buf = buf[:at+n]
-		return buf[at : at : at+n]
-	}
-	out := make([]record.Record, len(recs))
-	for i := range recs {
-		out[i] = record.Clone(&recs[i], alloc)
-	}
-	return out
 }

@@ -320,7 +320,7 @@ func (f *Fake) PublishLive(ctx context.Context, topic string, partition int32, r
 	if err := f.record(ctx, "PublishLive"); err != nil {
 		return 0, 0, err
 	}
-	res, err := f.publishLocked(&broker.PublishRequest{Topic: topic, Partition: partition, Mode: broker.ModePerformance, Records: slices.Clone(recs)})
+	res, err := f.publishLocked(&broker.PublishRequest{Topic: topic, Partition: partition, Mode: broker.ModePerformance, Records: recs})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -334,7 +334,9 @@ func (f *Fake) publishLocked(req *broker.PublishRequest) (*broker.PublishResult,
 	if err != nil {
 		return nil, err
 	}
-	recs := req.Records
+	// Copies: the broker keeps no reference to a publish's records once
+	// it returns (PublishRequest.Records), so callers may reuse them.
+	recs := record.CloneAll(req.Records)
 	if req.Batch != nil {
 		if req.Partition == broker.AnyPartition {
 			return nil, broker.Errorf(broker.ErrInvalidArgument, "a packed batch needs a partition")
