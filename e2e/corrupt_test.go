@@ -489,10 +489,9 @@ func TestDamagedBatchIsRepairedFromAReplica(t *testing.T) {
 	if n, err := readAll(); err != nil || n != 40*64 {
 		t.Fatalf("after the repair: %d records, %v", n, err)
 	}
-	m := nodes[victim].Metrics()
-	if !strings.Contains(m, `hermes_corrupt_batches_repaired_total{partition="0",topic="rot"} 1`) {
-		t.Fatalf("repair not counted:\n%s", grepLines(m, "corrupt"))
-	}
+	waitFor(t, 10*time.Second, "the repair is counted", func() bool {
+		return strings.Contains(nodes[victim].Metrics(), `hermes_corrupt_batches_repaired_total{partition="0",topic="rot"} 1`)
+	})
 	if !strings.Contains(nodes[victim].Log(200), "repaired from another replica") {
 		t.Fatalf("repair not logged:\n%s", nodes[victim].Log(30))
 	}
@@ -506,8 +505,15 @@ func TestScrubberRepairsWhatNoReaderRead(t *testing.T) {
 	cs := clusterClients(t, nodes)
 	victim, seg, leaderSeg := damageRunningFollower(t, nodes, cs, "scrub")
 	waitFor(t, 30*time.Second, "the scrubber rewrites the damaged batch", func() bool { return sameFile(seg, leaderSeg) })
-	m := nodes[victim].Metrics()
-	if !strings.Contains(m, "hermes_scrub_corrupt_batches_total 1") || !strings.Contains(m, `hermes_corrupt_batches_repaired_total{partition="0",topic="scrub"} 1`) {
+	// The repair is counted once its write is done: a scrape right
+	// after the file changed may come first.
+	repaired := `hermes_corrupt_batches_repaired_total{partition="0",topic="scrub"} 1`
+	var m string
+	waitFor(t, 10*time.Second, "the repair is counted", func() bool {
+		m = nodes[victim].Metrics()
+		return strings.Contains(m, repaired)
+	})
+	if !strings.Contains(m, "hermes_scrub_corrupt_batches_total 1") {
 		t.Fatalf("scrub not counted:\n%s", grepLines(m, "scrub"))
 	}
 }
