@@ -103,7 +103,10 @@ type API interface {
 	// are acknowledged or have failed (a failed publish stored nothing).
 	// The publishes of one goroutine keep their order in a partition. It
 	// may block for a bounded time while the partition's queue is full:
-	// that is the back pressure a publisher's stream feels.
+	// that is the back pressure a publisher's stream feels. Once it
+	// returns the broker reads req.Records no more (it stores copies):
+	// the caller may reuse the memory they alias. req.Batch, unlike
+	// them, is the broker's from the call on.
 	PublishAsync(ctx context.Context, req *PublishRequest, done func(*PublishResult, error))
 	// PublishLive publishes performance records to one partition without
 	// Publish's allocations, and hands them at once, on the caller's
