@@ -278,19 +278,26 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults: %v, sub %q", err, c.SubTarget)
 	}
 	for name, mut := range map[string]func(*Config){
-		"scenario":    func(c *Config) { c.Scenario = "x" },
-		"kill":        func(c *Config) { c.KillLeaderAfter = time.Second },
-		"performance": func(c *Config) { c.Mode, c.Scenario = "performance", ScenarioDisk },
-		"protocol":    func(c *Config) { c.Target, c.Protocol = "kafka", ProtoREST },
-		"misroute":    func(c *Config) { c.Hooks.MisrouteEveryNth = 3 },
-		"no length":   func(c *Config) { c.Duration, c.Count = 0, 0 },
-		"members":     func(c *Config) { c.DiskMembers = 4 }, // the live scenario has no backlog reader
+		"scenario":                      func(c *Config) { c.Scenario = "x" },
+		"kill":                          func(c *Config) { c.KillLeaderAfter = time.Second },
+		"performance":                   func(c *Config) { c.Mode, c.Scenario = "performance", ScenarioDisk },
+		"protocol":                      func(c *Config) { c.Target, c.Protocol = "kafka", ProtoREST },
+		"misroute":                      func(c *Config) { c.Hooks.MisrouteEveryNth = 3 },
+		"no length":                     func(c *Config) { c.Duration, c.Count = 0, 0 },
+		"members":                       func(c *Config) { c.DiskMembers = 4 }, // the live scenario has no backlog reader
+		"partition in flight":           func(c *Config) { c.PartitionInFlight = -1 },
+		"partition in flight over grpc": func(c *Config) { c.PartitionInFlight = 1 }, // the SDK Producer is grpc-stream's
 	} {
 		c := Defaults()
 		mut(&c)
 		if c.Validate() == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	c = Defaults()
+	c.Protocol, c.PartitionInFlight = ProtoGRPCStream, 1
+	if err := c.Validate(); err != nil {
+		t.Errorf("-partition-in-flight 1 over grpc-stream: %v", err)
 	}
 }
 

@@ -142,7 +142,11 @@ func (h *hermes) NewPublisher(ctx context.Context, topic string, worker int, pro
 	case ProtoGRPC:
 		return &unaryPublisher{c: c, topic: topic, opts: []client.PublishOption{client.WithMode(h.mode)}}, nil
 	case ProtoGRPCStream:
-		p, err := c.NewProducer(ctx, topic, client.WithMode(h.mode), client.WithLinger(h.cfg.Linger))
+		opts := []client.ProducerOption{client.WithMode(h.mode), client.WithLinger(h.cfg.Linger)}
+		if n := h.cfg.PartitionInFlight; n > 0 {
+			opts = append(opts, client.WithMaxInFlightPerPartition(n))
+		}
+		p, err := c.NewProducer(ctx, topic, opts...)
 		if err != nil {
 			return nil, err
 		}
