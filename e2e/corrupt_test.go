@@ -489,12 +489,11 @@ func TestDamagedBatchIsRepairedFromAReplica(t *testing.T) {
 	if n, err := readAll(); err != nil || n != 40*64 {
 		t.Fatalf("after the repair: %d records, %v", n, err)
 	}
-	waitFor(t, 10*time.Second, "the repair is counted", func() bool {
-		return strings.Contains(nodes[victim].Metrics(), `hermes_corrupt_batches_repaired_total{partition="0",topic="rot"} 1`)
+	// The repair is counted, then logged, once its write is done.
+	waitFor(t, 10*time.Second, "the repair is counted and logged", func() bool {
+		return strings.Contains(nodes[victim].Metrics(), `hermes_corrupt_batches_repaired_total{partition="0",topic="rot"} 1`) &&
+			strings.Contains(nodes[victim].Log(200), "repaired from another replica")
 	})
-	if !strings.Contains(nodes[victim].Log(200), "repaired from another replica") {
-		t.Fatalf("repair not logged:\n%s", nodes[victim].Log(30))
-	}
 }
 
 // TestScrubberRepairsWhatNoReaderRead: with the scrubber on, a batch

@@ -436,7 +436,7 @@ func TestBehindScheduleStopsAtTheWindowEnd(t *testing.T) {
 	rep := &Report{Config: cfg, Publish: PublishStats{TargetRate: cfg.Rate, Due: cfg.due(), Sent: int64(pub.sent), MaxInFlight: cfg.inFlight(ProtoGRPC)}}
 	var out strings.Builder
 	rep.Print(&out)
-	for _, want := range []string{"one record at a time per worker (synchronous publishes", "BEHIND: sent", "of the 300 records the rate asked for", "a synchronous protocol publishes one record at a time"} {
+	for _, want := range []string{"one record at a time per worker (synchronous publishes", "BEHIND: sent", "of the 300 records the rate asked for", "over grpc a worker publishes one record at a time"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -448,5 +448,24 @@ func TestBehindScheduleStopsAtTheWindowEnd(t *testing.T) {
 	cfg.Protocol = "all"
 	if got := cfg.inFlightText(); got != "at most 1024 unanswered records per worker over grpc-stream, one at a time over grpc, rest, graphql (synchronous)" {
 		t.Errorf("all: %q", got)
+	}
+}
+
+// The records a run reports due are those the pacer makes due before the
+// end, however rate times duration rounds.
+func TestDueCountsAsThePacer(t *testing.T) {
+	start := time.Unix(100, 0)
+	for _, rate := range []float64{100, 1500, 2000, 3000, 7000, 10000, 100000} {
+		for _, d := range []time.Duration{300 * time.Millisecond, time.Second, 1100 * time.Millisecond, 7 * time.Second} {
+			p := pacer{start: start, rate: rate, workers: 1}
+			var want int64
+			for p.due(uint64(want)).Before(start.Add(d)) {
+				want++
+			}
+			c := Config{Rate: rate, Duration: d}
+			if got := c.due(); got != want {
+				t.Errorf("rate %.0f for %s: due %d, the pacer makes %d due", rate, d, got, want)
+			}
+		}
 	}
 }

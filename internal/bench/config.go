@@ -262,17 +262,17 @@ func (c *Config) inFlight(proto string) int {
 	return c.MaxInFlight
 }
 
+// synchronousProtocols returns the run's synchronous protocols.
+func (c *Config) synchronousProtocols() []string {
+	protos, _ := c.protocols()
+	return slices.DeleteFunc(protos, func(p string) bool { return !synchronous(p) })
+}
+
 // inFlightText says how many records each worker may have unanswered.
 func (c *Config) inFlightText() string {
 	protos, _ := c.protocols()
-	var syncs, asyncs []string
-	for _, p := range protos {
-		if synchronous(p) {
-			syncs = append(syncs, p)
-		} else {
-			asyncs = append(asyncs, p)
-		}
-	}
+	syncs := c.synchronousProtocols()
+	asyncs := slices.DeleteFunc(protos, synchronous)
 	window := fmt.Sprintf("at most %d unanswered records per worker", c.MaxInFlight)
 	switch {
 	case len(syncs) == 0:
@@ -292,7 +292,18 @@ func (c *Config) due() int64 {
 	case c.Count > 0:
 		return c.Count
 	}
-	return int64(math.Ceil(c.Rate * c.Duration.Seconds()))
+	// The records the pacer makes due before the end: record i is due
+	// at i/rate (pacer.due, in float64 nanoseconds), so count with the
+	// same arithmetic rather than trust rate*duration's rounding.
+	at := func(i int64) time.Duration { return time.Duration(float64(i) * 1e9 / c.Rate) }
+	n := int64(math.Ceil(c.Rate * c.Duration.Seconds()))
+	for n > 0 && at(n-1) >= c.Duration {
+		n--
+	}
+	for at(n) < c.Duration {
+		n++
+	}
+	return n
 }
 
 // topicNames returns the run's topics: two for isolation, else one.

@@ -259,8 +259,8 @@ func (rep *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "publish   %s; %s; window %.2fs\n", load, c.inFlightText(), p.WindowSeconds)
 	if p.Due > 0 && p.Sent < p.Due {
 		fmt.Fprintf(w, "          BEHIND: sent %d of the %d records the rate asked for (%.1f%%): the target answered slower than the rate asks", p.Sent, p.Due, 100*float64(p.Sent)/float64(p.Due))
-		if p.MaxInFlight == 1 {
-			fmt.Fprintf(w, " (a synchronous protocol publishes one record at a time per worker)")
+		if syncs := c.synchronousProtocols(); len(syncs) > 0 {
+			fmt.Fprintf(w, " (over %s a worker publishes one record at a time)", strings.Join(syncs, ", "))
 		}
 		fmt.Fprintln(w)
 	}

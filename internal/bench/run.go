@@ -265,9 +265,10 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 			return
 		}
 		// A worker far behind its schedule (the target answers slower
-		// than the rate asks) stops soon after the end of the window
-		// all the same, instead of sending every record due however
-		// long that takes: the report counts what was due and not sent.
+		// than the rate asks) starts no publish later than a second
+		// past the end of the window, instead of sending every record
+		// due however long that takes: the report counts what was due
+		// and not sent. (What it started is still answered.)
 		if r.cfg.Count == 0 && p.open() && time.Now().After(r.end.Add(behindGrace)) {
 			return
 		}
