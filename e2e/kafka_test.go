@@ -274,14 +274,30 @@ func TestKafkaClusterLeaderKill(t *testing.T) {
 			if err := prod.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			parts, err := adm.ListEndOffsets(ctx, "kill")
-			if err != nil {
-				t.Fatal(err)
-			}
-			lo, _ := parts.Lookup("kill", 0)
-			meta, err := adm.Metadata(ctx, "kill")
-			if err != nil {
-				t.Fatal(err)
+			// A node that has not heard from the partition's new leader
+			// yet answers Metadata with LEADER_NOT_AVAILABLE, which a
+			// Kafka client retries: so does the test, bounded.
+			var (
+				lo   kadm.ListedOffset
+				meta kadm.Metadata
+			)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				parts, err := adm.ListEndOffsets(ctx, "kill")
+				if err == nil {
+					lo, _ = parts.Lookup("kill", 0)
+					if meta, err = adm.Metadata(ctx, "kill"); err == nil {
+						err = lo.Err
+					}
+					if pd, ok := meta.Topics["kill"].Partitions[0]; err == nil && (!ok || pd.Err != nil || pd.Leader < 0) {
+						err = fmt.Errorf("no leader in the metadata of kill/0: %+v", pd)
+					}
+				}
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal(err)
+				}
 			}
 			leader := meta.Topics["kill"].Partitions[0].Leader
 			for _, b := range meta.Brokers {
