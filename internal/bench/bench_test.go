@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -30,21 +32,23 @@ func TestPacerWaitsUntilDueAndNeverSkips(t *testing.T) {
 	p := pacer{start: start, rate: 100, workers: 1}
 	tm := time.NewTimer(time.Hour)
 	tm.Stop()
-	due, err := p.wait(context.Background(), tm, 5) // due at +50 ms
+	sl := newSleeper(1)
+	defer sl.close()
+	due, err := p.wait(context.Background(), tm, sl, 5) // due at +50 ms
 	if err != nil || due != start.Add(50*time.Millisecond) || time.Now().Before(due) {
 		t.Fatalf("wait = %v, %v at %v", due.Sub(start), err, time.Since(start))
 	}
 	// A record already late is due at once, and keeps its due time: the
 	// lateness shows as latency.
 	p.start = start.Add(-time.Second)
-	due, err = p.wait(context.Background(), tm, 1)
+	due, err = p.wait(context.Background(), tm, sl, 1)
 	if err != nil || due != p.start.Add(10*time.Millisecond) {
 		t.Fatalf("late wait = %v, %v", due, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p.start = time.Now().Add(time.Hour)
-	if _, err := p.wait(ctx, tm, 0); !errors.Is(err, context.Canceled) {
+	if _, err := p.wait(ctx, tm, sl, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
 }
@@ -465,6 +469,105 @@ func TestDueCountsAsThePacer(t *testing.T) {
 			c := Config{Rate: rate, Duration: d}
 			if got := c.due(); got != want {
 				t.Errorf("rate %.0f for %s: due %d, the pacer makes %d due", rate, d, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkPacedWorkers paces 1, 8 and 60 workers at 10,000 records/s in
+// all, as `hermes bench -workers 60 -rate 10000` does, while one goroutine
+// answers another's pings (a producer's sender and receiver stand for
+// it). It reports how late the workers' records start (late-p50-µs,
+// late-p99-µs) and how long a ping waits for its answer (ping-p50-µs,
+// ping-p99-µs): a pacer whose sleeping workers hold the scheduler's Ps
+// starves the goroutines it feeds (pings of tens of milliseconds).
+func BenchmarkPacedWorkers(b *testing.B) {
+	for _, w := range []int{1, 8, 60} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) { benchmarkPacedWorkers(b, w) })
+	}
+}
+
+func benchmarkPacedWorkers(b *testing.B, workers int) {
+	n := max(b.N, 20000) // at least 2 s at 10,000/s
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ping, pong := make(chan time.Time), make(chan time.Time)
+	go func() {
+		for t := range ping {
+			pong <- t
+		}
+	}()
+	var pings []time.Duration
+	pingDone := make(chan struct{})
+	go func() {
+		defer close(pingDone)
+		tk := time.NewTicker(time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+			ping <- time.Now()
+			pings = append(pings, time.Since(<-pong))
+		}
+	}()
+	start := time.Now().Add(10 * time.Millisecond)
+	late := make([][]time.Duration, workers)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := pacer{start: start, rate: 10000, workers: uint64(workers), worker: uint64(w)}
+			tm := time.NewTimer(time.Hour)
+			tm.Stop()
+			sl := newSleeper(workers)
+			defer sl.close()
+			for j := uint64(0); j < uint64(quota(int64(n), workers, w)); j++ {
+				due, _ := p.wait(ctx, tm, sl, j)
+				late[w] = append(late[w], time.Since(due))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	cancel()
+	<-pingDone
+	all := slices.Concat(late...)
+	pct := func(d []time.Duration, q float64) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		slices.Sort(d)
+		return float64(d[int(q*float64(len(d)-1))].Microseconds())
+	}
+	b.ReportMetric(pct(all, 0.5), "late-p50-µs")
+	b.ReportMetric(pct(all, 0.99), "late-p99-µs")
+	b.ReportMetric(pct(pings, 0.5), "ping-p50-µs")
+	b.ReportMetric(pct(pings, 0.99), "ping-p99-µs")
+}
+
+// TestSleeperNeverWakesEarly: a record is never sent before it is due,
+// however short the sleep (the lateness is latency the report shows; an
+// early send would hide latency).
+func TestSleeperNeverWakesEarly(t *testing.T) {
+	for _, workers := range []int{1, 1 << 20} { // a locked thread; a timerfd
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) { testSleeperNeverWakesEarly(t, workers) })
+	}
+}
+
+func testSleeperNeverWakesEarly(t *testing.T, workers int) {
+	s := newSleeper(workers)
+	defer s.close()
+	for _, d := range []time.Duration{1, time.Microsecond, 50 * time.Microsecond, 300 * time.Microsecond, 2 * time.Millisecond} {
+		for range 20 {
+			due := time.Now().Add(d)
+			s.until(due)
+			if late := time.Since(due); late < 0 {
+				t.Fatalf("a sleep of %v woke %v early", d, -late)
 			}
 		}
 	}

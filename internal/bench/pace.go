@@ -32,8 +32,8 @@ func (p pacer) open() bool { return p.rate > 0 }
 
 // wait returns when the worker's j-th record is due (at once when it is
 // late), or ctx's error when ctx ends first. It returns the due time; in a
-// closed-loop run that is now.
-func (p pacer) wait(ctx context.Context, t *time.Timer, j uint64) (time.Time, error) {
+// closed-loop run that is now. t and s are the worker's own.
+func (p pacer) wait(ctx context.Context, t *time.Timer, s *sleeper, j uint64) (time.Time, error) {
 	if !p.open() {
 		return time.Now(), ctx.Err()
 	}
@@ -44,11 +44,11 @@ func (p pacer) wait(ctx context.Context, t *time.Timer, j uint64) (time.Time, er
 	}
 	// Go's timers fire up to a millisecond late (the network poller
 	// sleeps in whole milliseconds): that would be latency of the tool,
-	// charged to every broker alike. Sleep on the timer until about a
-	// millisecond before, then the rest in the kernel's high-resolution
-	// sleep (preciseSleep).
-	if d > 2*time.Millisecond {
-		t.Reset(d - time.Millisecond)
+	// charged to every broker alike. Sleep on the timer, which ctx can
+	// interrupt, until about two milliseconds before, then the rest with
+	// the sleeper (precise).
+	if d > 3*time.Millisecond {
+		t.Reset(d - 2*time.Millisecond)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -56,9 +56,7 @@ func (p pacer) wait(ctx context.Context, t *time.Timer, j uint64) (time.Time, er
 			return due, ctx.Err()
 		}
 	}
-	if d = time.Until(due); d > 0 {
-		preciseSleep(d)
-	}
+	s.until(due)
 	return due, ctx.Err()
 }
 

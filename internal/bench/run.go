@@ -247,11 +247,13 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 		}
 	}()
 	p := pacer{start: r.start, rate: r.cfg.Rate, workers: uint64(r.cfg.Workers), worker: uint64(w)}
-	if p.open() {
-		defer precisePacing()()
-	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	var sl *sleeper // only an open-loop run sleeps
+	if p.open() {
+		sl = newSleeper(r.cfg.Workers)
+		defer sl.close()
+	}
 	quotaN := uint64(quota(r.cfg.Count, r.cfg.Workers, w))
 	st := r.stats[w%len(r.protos)]
 	h := r.cfg.Hooks
@@ -260,7 +262,7 @@ func (r *run) work(ctx context.Context, w int, pubs workerPubs) {
 		if r.cfg.Count > 0 && j >= quotaN {
 			return
 		}
-		due, err := p.wait(ctx, timer, j)
+		due, err := p.wait(ctx, timer, sl, j)
 		if err != nil || (r.cfg.Count == 0 && !due.Before(r.end)) {
 			return
 		}
