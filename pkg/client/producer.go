@@ -134,8 +134,14 @@ type Producer struct {
 	routes     routes
 	inflight   int // Invariant: 0 <= inflight <= cfg.maxInFlight
 	nextReq    uint64
-	closed     bool // no more Publish
-	stopping   bool // the sender should exit
+	// futures are handed out one at a time from a block allocated
+	// futureBlock at a time, one allocation where there were
+	// futureBlock. A Future is never written after it is handed out, and
+	// a block is freed when none of its futures is referenced; a done
+	// batch holds no records, so a kept Future keeps only small things.
+	futures  []Future
+	closed   bool // no more Publish
+	stopping bool // the sender should exit
 
 	wake       chan struct{} // cap 1: the sender has something to look at
 	stopCh     chan struct{} // closed by Close: the sender exits
@@ -289,8 +295,17 @@ func (p *Producer) enqueue(ctx context.Context, m *Message, cost int64, now time
 	if isNew {
 		p.live[b.seq] = b
 	}
-	return &Future{b: b, idx: int64(idx), id: m.ID}, isNew || p.acc.ready.len() > 0
+	if len(p.futures) == 0 {
+		p.futures = make([]Future, futureBlock)
+	}
+	f = &p.futures[0]
+	p.futures = p.futures[1:]
+	*f = Future{b: b, idx: int64(idx), id: m.ID}
+	return f, isNew || p.acc.ready.len() > 0
 }
+
+// futureBlock is how many futures a Producer allocates at once (3 KiB).
+const futureBlock = 64
 
 // reserve waits until cost more bytes fit the buffer bound and takes them.
 // Lock: mu must be held; it is released while waiting.
