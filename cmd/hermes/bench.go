@@ -109,7 +109,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&b.cfg.DrainTimeout, "drain-timeout", d.DrainTimeout, "after publishing, wait at most this long for the subscribers")
 	f.DurationVar(&b.cfg.DrainIdle, "drain-idle", d.DrainIdle, "stop draining when nothing arrived for this long")
 	f.DurationVar(&b.cfg.Linger, "linger", 0, "producer linger (Hermes grpc-stream, Kafka)")
-	f.IntVar(&b.cfg.PartitionInFlight, "partition-in-flight", 0, "Hermes grpc-stream: batches of one partition the SDK Producer may have unanswered; records wait and go together (0: the SDK's default, no such bound)")
+	f.IntVar(&b.cfg.PartitionInFlight, "partition-in-flight", 0, "Hermes grpc-stream: batches of one partition the SDK Producer may have unanswered; records wait and go together (0: the SDK's default, 2; -1: no bound)")
 	f.IntVar(&b.cfg.MaxInFlight, "max-in-flight", d.MaxInFlight, "records each worker may have published and not yet seen answered, for every target (synchronous protocols, grpc, rest and graphql, have one at a time)")
 	b.tls.registerTLS(f)
 	f.BoolVar(&b.cfg.NoLeaderRouting, "no-leader-routing", false, "Hermes: publishers stay on the nodes they dial, which relay to the partitions' leaders")

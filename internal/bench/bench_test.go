@@ -289,7 +289,7 @@ func TestConfigValidate(t *testing.T) {
 		"misroute":                      func(c *Config) { c.Hooks.MisrouteEveryNth = 3 },
 		"no length":                     func(c *Config) { c.Duration, c.Count = 0, 0 },
 		"members":                       func(c *Config) { c.DiskMembers = 4 }, // the live scenario has no backlog reader
-		"partition in flight":           func(c *Config) { c.PartitionInFlight = -1 },
+		"partition in flight":           func(c *Config) { c.Protocol, c.PartitionInFlight = ProtoGRPCStream, -2 },
 		"partition in flight over grpc": func(c *Config) { c.PartitionInFlight = 1 }, // the SDK Producer is grpc-stream's
 	} {
 		c := Defaults()
@@ -298,10 +298,12 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	c = Defaults()
-	c.Protocol, c.PartitionInFlight = ProtoGRPCStream, 1
-	if err := c.Validate(); err != nil {
-		t.Errorf("-partition-in-flight 1 over grpc-stream: %v", err)
+	for _, n := range []int{1, -1} { // -1: no bound
+		c = Defaults()
+		c.Protocol, c.PartitionInFlight = ProtoGRPCStream, n
+		if err := c.Validate(); err != nil {
+			t.Errorf("-partition-in-flight %d over grpc-stream: %v", n, err)
+		}
 	}
 }
 

@@ -76,7 +76,8 @@ type Config struct {
 	// PartitionInFlight (Hermes grpc-stream) bounds the batches of one
 	// partition an SDK Producer has unanswered
 	// (client.WithMaxInFlightPerPartition): records wait for an answer
-	// and go together, as a Kafka producer's do. 0: the SDK's default.
+	// and go together, as a Kafka producer's do. 0: the SDK's default
+	// (client.DefaultMaxInFlightPerPartition); -1: no bound.
 	PartitionInFlight int `json:"partition_in_flight,omitempty"`
 	// MaxInFlight bounds the records each worker has published and not
 	// yet seen answered, for every target alike (a Kafka producer's
@@ -169,9 +170,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("rate must not be negative")
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("max in flight must be at least 1, got %d", c.MaxInFlight)
-	case c.PartitionInFlight < 0:
-		return fmt.Errorf("partition in flight must not be negative, got %d", c.PartitionInFlight)
-	case c.PartitionInFlight > 0 && (c.Target != "hermes" || c.Protocol != ProtoGRPCStream):
+	case c.PartitionInFlight < -1:
+		return fmt.Errorf("partition in flight must be at least -1 (no bound), got %d", c.PartitionInFlight)
+	case c.PartitionInFlight != 0 && (c.Target != "hermes" || c.Protocol != ProtoGRPCStream):
 		return fmt.Errorf("-partition-in-flight bounds the Hermes SDK Producer: it needs -target hermes -protocol grpc-stream")
 	case c.Size < 1 || c.Size > 64<<20:
 		return fmt.Errorf("size %d out of range", c.Size)

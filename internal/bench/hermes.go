@@ -143,8 +143,8 @@ func (h *hermes) NewPublisher(ctx context.Context, topic string, worker int, pro
 		return &unaryPublisher{c: c, topic: topic, opts: []client.PublishOption{client.WithMode(h.mode)}}, nil
 	case ProtoGRPCStream:
 		opts := []client.ProducerOption{client.WithMode(h.mode), client.WithLinger(h.cfg.Linger)}
-		if n := h.cfg.PartitionInFlight; n > 0 {
-			opts = append(opts, client.WithMaxInFlightPerPartition(n))
+		if n := h.cfg.PartitionInFlight; n != 0 {
+			opts = append(opts, client.WithMaxInFlightPerPartition(max(n, 0))) // -1: no bound
 		}
 		p, err := c.NewProducer(ctx, topic, opts...)
 		if err != nil {
