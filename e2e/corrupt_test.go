@@ -99,7 +99,7 @@ func TestCorruptBatchIsReported(t *testing.T) {
 	if !strings.Contains(node.Log(50), "corrupt data") {
 		t.Fatalf("nothing logged:\n%s", node.Log(20))
 	}
-	if !strings.Contains(node.Metrics(), `hermes_corrupt_batches_total{partition="0",topic="flip"} 1`) {
+	if v, _ := metricValue(node.Metrics(), `hermes_corrupt_batches_total{partition="0",topic="flip"}`); v != 1 {
 		t.Fatalf("hermes_corrupt_batches_total not 1:\n%s", grepLines(node.Metrics(), "corrupt"))
 	}
 	t.Logf("%d records before the corrupt batch; then: %v", got, ferr)
@@ -381,8 +381,8 @@ func TestReplicaThatLostEntriesDoesNotVote(t *testing.T) {
 			t.Fatalf("node %d was elected leader of the partition with node %d's vote, which lost entries it had acknowledged", l, cutAt+1)
 		}
 	}
-	if m := cut.Metrics(); !strings.Contains(m, `hermes_raft_catch_up_index{partition="0",topic="lost"}`) ||
-		strings.Contains(m, `hermes_raft_catch_up_index{partition="0",topic="lost"} 0`) {
+	m := cut.Metrics()
+	if v, ok := metricValue(m, `hermes_raft_catch_up_index{partition="0",topic="lost"}`); !ok || v == 0 {
 		t.Fatalf("the cut replica does not say it is catching up:\n%s", grepLines(m, "lost"))
 	}
 	nodes[leader-1].Start()
@@ -392,7 +392,8 @@ func TestReplicaThatLostEntriesDoesNotVote(t *testing.T) {
 		t.Fatalf("%d records after the election, %d were acknowledged", len(recs), published)
 	}
 	waitFor(t, 30*time.Second, "the cut replica votes again", func() bool {
-		return strings.Contains(cut.Metrics(), `hermes_raft_catch_up_index{partition="0",topic="lost"} 0`)
+		v, ok := metricValue(cut.Metrics(), `hermes_raft_catch_up_index{partition="0",topic="lost"}`)
+		return ok && v == 0
 	})
 }
 
@@ -491,7 +492,8 @@ func TestDamagedBatchIsRepairedFromAReplica(t *testing.T) {
 	}
 	// The repair is counted, then logged, once its write is done.
 	waitFor(t, 10*time.Second, "the repair is counted and logged", func() bool {
-		return strings.Contains(nodes[victim].Metrics(), `hermes_corrupt_batches_repaired_total{partition="0",topic="rot"} 1`) &&
+		v, _ := metricValue(nodes[victim].Metrics(), `hermes_corrupt_batches_repaired_total{partition="0",topic="rot"}`)
+		return v == 1 &&
 			strings.Contains(nodes[victim].Log(200), "repaired from another replica")
 	})
 }
@@ -506,13 +508,13 @@ func TestScrubberRepairsWhatNoReaderRead(t *testing.T) {
 	waitFor(t, 30*time.Second, "the scrubber rewrites the damaged batch", func() bool { return sameFile(seg, leaderSeg) })
 	// The repair is counted once its write is done: a scrape right
 	// after the file changed may come first.
-	repaired := `hermes_corrupt_batches_repaired_total{partition="0",topic="scrub"} 1`
 	var m string
 	waitFor(t, 10*time.Second, "the repair is counted", func() bool {
 		m = nodes[victim].Metrics()
-		return strings.Contains(m, repaired)
+		v, _ := metricValue(m, `hermes_corrupt_batches_repaired_total{partition="0",topic="scrub"}`)
+		return v == 1
 	})
-	if !strings.Contains(m, "hermes_scrub_corrupt_batches_total 1") {
+	if v, _ := metricValue(m, "hermes_scrub_corrupt_batches_total"); v != 1 {
 		t.Fatalf("scrub not counted:\n%s", grepLines(m, "scrub"))
 	}
 }
