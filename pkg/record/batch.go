@@ -20,7 +20,9 @@ import (
 //	                            Kafka fetches use again; bit 6 transactional
 //	                            (the batch belongs to a Kafka transaction);
 //	                            bit 7 control (a Kafka transaction marker)
-//	10     2    reserved        = 0
+//	10     2    flags           bit 0 (FlagDeltaIDs): message ids after the
+//	                            first record's are delta-encoded (below);
+//	                            the other bits are 0
 //	12     4    recordCount     >= 1
 //	16     8    baseOffset      offset of the first record
 //	24     8    raftTerm        term of the Raft entry that carried the batch (0 on a single node)
@@ -35,14 +37,28 @@ import (
 //	uvarint bodyLen         bytes of the record after this varint
 //	uvarint offsetDelta     the record's index in the batch
 //	varint  timestampDelta  Timestamp - firstTimestamp (0 for the first record)
-//	16 bytes                MessageID
+//	16 bytes                MessageID (with FlagDeltaIDs, records after the
+//	                        first carry two zig-zag varints instead: the id's
+//	                        big-endian high and low 64-bit halves minus the
+//	                        previous record's, wrapping)
 //	varint  keyLen          -1 for a nil key; then the key bytes
 //	uvarint headerCount     then per header: uvarint keyLen, key, varint valueLen (-1 nil), value
 //	the rest of the body    payload
 //
+// Message ids. Ids made close together (UUIDv7s from one process, the
+// ids the broker gives converted Kafka records) differ little from one
+// record to the next, so an encoder delta-encodes them, and sets
+// FlagDeltaIDs, exactly when the batch has at least two records and no
+// record's delta takes more than the 16 bytes of a whole id: about 3
+// bytes a record instead of 16. An encoder may instead always write
+// whole ids (a batch without the flag is valid whatever its ids); with
+// the flag, a delta longer than 16 bytes, or a batch of one record, is
+// corrupt.
+//
 // The encoding is canonical: ValidateBatch accepts only what AppendBatch
-// produces (minimal varints, exact lengths, exact header fields), so a
-// validated batch re-encodes to the same bytes.
+// produces (minimal varints, exact lengths, exact header fields), the
+// choice of whole ids above aside, so a validated batch re-encodes to
+// the same bytes.
 const (
 	// BatchHeaderSize is the size of the fixed batch header, length field included.
 	BatchHeaderSize = 60
@@ -62,7 +78,7 @@ const (
 	offCRC             = 4
 	offMagic           = 8
 	offAttributes      = 9
-	offReserved        = 10
+	offFlags           = 10
 	offRecordCount     = 12
 	offBaseOffset      = 16
 	offRaftTerm        = 24
@@ -74,9 +90,15 @@ const (
 	// minLength is the smallest valid value of the length field.
 	minLength = BatchHeaderSize - 4
 	// minRecordSize is the smallest encoded record: five one-byte varints
-	// and the 16-byte message id.
-	minRecordSize = 5 + 16
+	// and the 16-byte message id; minDeltaRecordSize the smallest with a
+	// delta-encoded id (two more one-byte varints instead).
+	minRecordSize      = 5 + 16
+	minDeltaRecordSize = 5 + 2
 )
+
+// FlagDeltaIDs in a batch's flags says that the message ids of its
+// records after the first are delta-encoded (see the format above).
+const FlagDeltaIDs uint16 = 1
 
 var (
 	le         = binary.LittleEndian
@@ -95,6 +117,7 @@ type BatchHeader struct {
 	FirstTimestamp  int64
 	MaxTimestamp    int64
 	LastOffsetDelta uint32
+	Flags           uint16 // FlagDeltaIDs or 0
 	// EntryFollowing is how many batches follow this one in its Raft
 	// entry (the top 16 bits of the term field; 0 in the entry's last
 	// batch and in batches written before it was kept). Recovery uses it
@@ -159,10 +182,15 @@ func parseHeader(b []byte) (BatchHeader, error) {
 	h.FirstTimestamp = int64(le.Uint64(b[offFirstTimestamp:]))
 	h.MaxTimestamp = int64(le.Uint64(b[offMaxTimestamp:]))
 	h.LastOffsetDelta = le.Uint32(b[offLastOffsetDelta:])
+	h.Flags = le.Uint16(b[offFlags:])
 	return h, checkCounts(h)
 }
 
-// checkFixedBytes checks magic, attributes and reserved, as far as b goes.
+// DeltaIDs reports whether the ids of the batch's records after the first
+// are delta-encoded.
+func (h BatchHeader) DeltaIDs() bool { return h.Flags&FlagDeltaIDs != 0 }
+
+// checkFixedBytes checks magic, attributes and flags, as far as b goes.
 func checkFixedBytes(b []byte) error {
 	if len(b) > offMagic && b[offMagic] != Magic {
 		return fmt.Errorf("%w: magic %d, want %d", ErrCorrupt, b[offMagic], Magic)
@@ -179,8 +207,8 @@ func checkFixedBytes(b []byte) error {
 			return fmt.Errorf("%w: a control batch that is not transactional (attributes %#02x)", ErrCorrupt, a)
 		}
 	}
-	if len(b) >= offReserved+2 && le.Uint16(b[offReserved:]) != 0 {
-		return fmt.Errorf("%w: reserved field is %#04x, want 0", ErrCorrupt, le.Uint16(b[offReserved:]))
+	if len(b) >= offFlags+2 && le.Uint16(b[offFlags:])&^FlagDeltaIDs != 0 {
+		return fmt.Errorf("%w: flags are %#04x, only %#04x is defined", ErrCorrupt, le.Uint16(b[offFlags:]), FlagDeltaIDs)
 	}
 	return nil
 }
@@ -190,7 +218,10 @@ func checkCounts(h BatchHeader) error {
 	switch {
 	case h.RecordCount == 0:
 		return fmt.Errorf("%w: record count is 0", ErrCorrupt)
-	case uint64(h.RecordCount)*minRecordSize > uint64(h.Length-minLength):
+	case h.DeltaIDs() && h.RecordCount < 2:
+		return fmt.Errorf("%w: delta-encoded ids in a batch of one record", ErrCorrupt)
+	case !h.DeltaIDs() && uint64(h.RecordCount)*minRecordSize > uint64(h.Length-minLength),
+		h.DeltaIDs() && minRecordSize+uint64(h.RecordCount-1)*minDeltaRecordSize > uint64(h.Length-minLength):
 		return fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.RecordCount, h.Length-minLength)
 	case h.LastOffsetDelta != h.RecordCount-1:
 		return fmt.Errorf("%w: last offset delta %d with %d records", ErrCorrupt, h.LastOffsetDelta, h.RecordCount)

@@ -118,7 +118,14 @@ func TestParseBatchErrors(t *testing.T) {
 		{"bad magic in a prefix", mutate(func(b []byte) { b[offMagic] = 2 })[:10], ErrCorrupt},
 		{"compression", mutate(func(b []byte) { b[offAttributes] = 1; fixCRC(b) }), ErrCorrupt},
 		{"control, not transactional", mutate(func(b []byte) { b[offAttributes] = 0x80; fixCRC(b) }), ErrCorrupt},
-		{"reserved field", mutate(func(b []byte) { b[offReserved] = 1; fixCRC(b) }), ErrCorrupt},
+		{"unknown flag", mutate(func(b []byte) { b[offFlags] = 2; fixCRC(b) }), ErrCorrupt},
+		{"unknown flag, high byte", mutate(func(b []byte) { b[offFlags+1] = 1; fixCRC(b) }), ErrCorrupt},
+		{"delta ids in a batch of one", func() []byte {
+			b := AppendBatch(nil, 5, testRecords(1, 20, 1))
+			b[offFlags] = 1
+			fixCRC(b)
+			return b
+		}(), ErrCorrupt},
 		{"zero records", mutate(func(b []byte) { le.PutUint32(b[offRecordCount:], 0); fixCRC(b) }), ErrCorrupt},
 		{"too many records", mutate(func(b []byte) {
 			le.PutUint32(b[offRecordCount:], 1000)
@@ -332,7 +339,14 @@ func TestBatchWriterWritesWhatAppendBatchWrites(t *testing.T) {
 		{Timestamp: -1 << 62, MessageID: MessageID{9}, Headers: []Header{{Key: "", Value: []byte{}}, {Key: "k", Value: nil}}},
 		{Timestamp: 1 << 62, Key: bytes.Repeat([]byte("k"), 200)},
 	}
-	for _, recs := range [][]Record{testRecords(1, 10, 5), testRecords(100, 100, 1), odd} {
+	// Ids close together, then one too far from the one before to be
+	// delta-encoded: the writer rewrites the records before it whole.
+	wide := testRecords(40, 30, 9)
+	for i := range wide {
+		wide[i].MessageID = MessageID{7}.add(0, uint64(i))
+	}
+	wide[30].MessageID = wide[29].MessageID.add(1<<63, 1<<42)
+	for _, recs := range [][]Record{testRecords(1, 10, 5), testRecords(100, 100, 1), odd, wide, wide[:30]} {
 		want := AppendBatch([]byte("prefix"), 77, recs)
 		for _, size := range []int{0, BatchSize(recs), 2 * BatchSize(recs)} {
 			if got := writeBatch([]byte("prefix"), size, 77, recs); !bytes.Equal(got, want) {
@@ -359,5 +373,71 @@ func TestBatchWriterAllocations(t *testing.T) {
 	writeBatch(nil, 0, 0, recs) // its headers buffer has grown
 	if n := testing.AllocsPerRun(100, func() { dst = writeBatch(dst[:0], size, 1, recs) }); n != 0 {
 		t.Fatalf("a BatchWriter allocated %v times per run", n)
+	}
+}
+
+// Ids made close together are delta-encoded; a batch may still carry
+// them whole (an encoder that never delta-encodes is valid), and a
+// delta-encoded batch whose delta is longer than a whole id is corrupt.
+func TestDeltaIDs(t *testing.T) {
+	recs := make([]Record, 50)
+	for i := range recs {
+		recs[i] = Record{MessageID: NewMessageID(), Timestamp: int64(i) * 100_000, Payload: make([]byte, 100)}
+	}
+	b := AppendBatch(nil, 3, recs)
+	whole := appendBatch(nil, 3, recs, false)
+	h, err := ValidateBatch(b)
+	if err != nil || !h.DeltaIDs() {
+		t.Fatalf("header %+v, %v: want delta-encoded ids", h, err)
+	}
+	if saved := (len(whole) - len(b)) / (len(recs) - 1); saved < 12 {
+		t.Fatalf("delta-encoded ids save %d bytes a record, want at least 12", saved)
+	}
+	for _, enc := range [][]byte{b, whole} {
+		got, _, err := DecodeValidBatch(nil, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			want := recs[i]
+			want.Offset = 3 + int64(i)
+			if !recordsEqual(got[i], want) {
+				t.Fatalf("record %d: %+v, want %+v", i, got[i], want)
+			}
+		}
+	}
+
+	// Flag a batch of ids 17 bytes apart as delta-encoded: record 1's
+	// delta is then longer than its id.
+	far := []Record{{MessageID: MessageID{1}}, {MessageID: MessageID{1}.add(1<<63, 1<<42)}}
+	bad := appendBatch(nil, 0, far, true)
+	le.PutUint32(bad[offCRC:], crc32.Checksum(bad[offMagic:], castagnoli))
+	if _, err := ValidateBatch(bad); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a 17-byte id delta: %v, want ErrCorrupt", err)
+	}
+	if ok := AppendBatch(nil, 0, far); BatchHeaderSize+2*(1+4+16) != len(ok) {
+		t.Fatalf("ids 17 bytes apart: a batch of %d bytes, want whole ids", len(ok))
+	}
+}
+
+func TestIDDeltaWraps(t *testing.T) {
+	a := MessageID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	b := MessageID{15: 1}
+	hi, lo := idDelta(&a, &b)
+	if hi != 1 || lo != 2 || a.add(uint64(hi), uint64(lo)) != b || idDeltaLen(&a, &b) != 2 {
+		t.Fatalf("delta from %x to %x: %d, %d", a, b, hi, lo)
+	}
+}
+
+// idDeltaFits agrees with idDeltaLen around its shortcut's bounds.
+func TestIDDeltaFits(t *testing.T) {
+	base := MessageID{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3}
+	for _, hi := range []int64{0, 1, -1, 1<<55 - 1, -1 << 55, 1 << 55, -1<<55 - 1, 1 << 62, math.MinInt64, math.MaxInt64} {
+		for _, lo := range []int64{0, -1, 1 << 41, 1 << 42, -1<<42 - 1, 1<<55 - 1, 1 << 55, math.MinInt64} {
+			id := base.add(uint64(hi), uint64(lo))
+			if got, want := idDeltaFits(&base, &id), idDeltaLen(&base, &id) <= 16; got != want {
+				t.Errorf("deltas %d, %d: fits %v, length %d", hi, lo, got, idDeltaLen(&base, &id))
+			}
+		}
 	}
 }

@@ -13,6 +13,16 @@ type cursor struct {
 	pos int // Invariant: 0 <= pos <= len(b)
 	rec int // index of the record being read, for error messages
 	err error
+	// deltaIDs: the ids of records after the first are delta-encoded,
+	// from prevID, the id of the record read before.
+	deltaIDs bool
+	prevID   MessageID
+}
+
+// recordsCursor returns a cursor over recs, the records of the batch
+// whose header is h.
+func recordsCursor(h BatchHeader, recs []byte) cursor {
+	return cursor{b: recs, deltaIDs: h.DeltaIDs()}
 }
 
 func (c *cursor) left() int { return len(c.b) - c.pos }
@@ -84,7 +94,7 @@ func (c *cursor) lenBytes(what string) []byte {
 // rawRecord is one record's fields as read from a batch; slices alias it.
 type rawRecord struct {
 	tsDelta int64
-	id      []byte
+	id      MessageID
 	key     []byte // nil for a nil key
 	// keyEncoded is the key with its length in front, as encoded.
 	keyEncoded []byte
@@ -95,7 +105,9 @@ type rawRecord struct {
 }
 
 // record reads record i of the batch into r, checking its framing: the
-// body length, offsetDelta == i, varints, lengths within the body.
+// body length, offsetDelta == i, varints, lengths within the body. It
+// reads the records of a batch in order, from 0 (a delta-encoded id
+// needs the one before).
 func (c *cursor) record(i int, r *rawRecord) {
 	c.rec = i
 	n := c.uvarint("record length")
@@ -104,7 +116,12 @@ func (c *cursor) record(i int, r *rawRecord) {
 		body.fail("offset delta %d, want %d", d, i)
 	}
 	r.tsDelta = body.varint("timestamp delta")
-	r.id = body.bytes(16, "message id")
+	if c.deltaIDs && i > 0 {
+		r.id = c.prevID.add(body.idDelta())
+	} else {
+		copy(r.id[:], body.bytes(16, "message id"))
+	}
+	c.prevID = r.id
 	keyAt := body.pos
 	r.key = body.lenBytes("key")
 	r.keyEncoded = body.b[keyAt:body.pos:body.pos]
@@ -124,4 +141,21 @@ func (c *cursor) record(i int, r *rawRecord) {
 	r.nHeaders, r.keyBytes = int(hn), keyBytes
 	r.headers = body.b[start:body.pos]
 	r.payload = body.b[body.pos:]
+}
+
+// idDelta reads a delta-encoded message id: two zig-zag varints of at
+// most 16 bytes together, returned as the unsigned deltas of the halves.
+func (c *cursor) idDelta() (hi, lo uint64) {
+	// Ids made close together differ by a varint of a byte or two each.
+	if c.err == nil && c.left() >= 2 && c.b[c.pos] < 0x80 && c.b[c.pos+1] < 0x80 {
+		h, l := uint64(c.b[c.pos]), uint64(c.b[c.pos+1])
+		c.pos += 2
+		return uint64(int64(h>>1) ^ -int64(h&1)), uint64(int64(l>>1) ^ -int64(l&1))
+	}
+	at := c.pos
+	h, l := c.varint("message id delta"), c.varint("message id delta")
+	if n := c.pos - at; c.err == nil && n > len(MessageID{}) {
+		c.fail("message id delta of %d bytes, longer than the id", n)
+	}
+	return uint64(h), uint64(l)
 }

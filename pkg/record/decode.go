@@ -42,7 +42,7 @@ func (st *Stats) count(r *rawRecord, ts int64) {
 	if ts == 0 {
 		st.MissingTimestamps++
 	}
-	if MessageID(r.id).IsZero() {
+	if r.id.IsZero() {
 		st.MissingIDs++
 	}
 }
@@ -63,7 +63,7 @@ func Inspect(b []byte) (BatchHeader, Stats, error) {
 // after its header) as ValidateBatch does, gathering the Stats and what
 // decode needs to size its allocations, in one pass.
 func walk(h BatchHeader, recs []byte) (st Stats, nHeaders, keyBytes int, err error) {
-	c := cursor{b: recs}
+	c := recordsCursor(h, recs)
 	var r rawRecord
 	maxTS := h.FirstTimestamp
 	for i := 0; i < int(h.RecordCount); i++ {
@@ -118,7 +118,7 @@ func DecodeInspect(dst []Record, b []byte) ([]Record, BatchHeader, Stats, error)
 	// walk's checks, made here in the same pass that decodes: walk with a
 	// callback per record cost 10-25% more per record on a backlog read
 	// (BenchmarkConsumerDecode). FuzzValidateBatch holds the two together.
-	c := cursor{b: recs}
+	c := recordsCursor(h, recs)
 	var r rawRecord
 	maxTS := h.FirstTimestamp
 	nHeaders, keyBytes := 0, 0
@@ -134,7 +134,7 @@ func DecodeInspect(dst []Record, b []byte) ([]Record, BatchHeader, Stats, error)
 		maxTS = max(maxTS, ts)
 		st.count(&r, ts)
 		dst = append(dst, Record{Offset: h.BaseOffset + int64(i), Timestamp: ts, Key: r.key, Payload: r.payload})
-		copy(dst[len(dst)-1].MessageID[:], r.id)
+		dst[len(dst)-1].MessageID = r.id
 		nHeaders += r.nHeaders
 		keyBytes += r.keyBytes
 	}
@@ -148,7 +148,7 @@ func DecodeInspect(dst []Record, b []byte) ([]Record, BatchHeader, Stats, error)
 		hs := make([]Header, 0, nHeaders)
 		var keys strings.Builder
 		keys.Grow(keyBytes)
-		c = cursor{b: recs}
+		c = recordsCursor(h, recs)
 		for i := 0; i < int(h.RecordCount); i++ {
 			c.record(i, &r) // checked above
 			if r.nHeaders > 0 {
@@ -201,7 +201,7 @@ func decode(b []byte, emit func(Record) bool) error {
 		return err
 	}
 	h, recs := rr.h, rr.c.b
-	nHeaders, keyBytes, err := measure(recs, int(h.RecordCount))
+	nHeaders, keyBytes, err := measure(h, recs)
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func decodeRecords(h BatchHeader, recs []byte, nHeaders, keyBytes int, emit func
 		hs = make([]Header, 0, nHeaders)
 		keys.Grow(keyBytes)
 	}
-	c := cursor{b: recs}
+	c := recordsCursor(h, recs)
 	var r rawRecord
 	for i := 0; i < int(h.RecordCount); i++ {
 		c.record(i, &r)
@@ -229,7 +229,7 @@ func decodeRecords(h BatchHeader, recs []byte, nHeaders, keyBytes int, emit func
 			Key:       r.key,
 			Payload:   r.payload,
 		}
-		copy(rec.MessageID[:], r.id)
+		rec.MessageID = r.id
 		if r.nHeaders > 0 {
 			start := len(hs)
 			hs = appendHeaders(hs, r.headers, r.nHeaders, &keys)
@@ -242,12 +242,12 @@ func decodeRecords(h BatchHeader, recs []byte, nHeaders, keyBytes int, emit func
 	return nil
 }
 
-// measure counts the headers of the first n records in recs and the bytes
-// of their keys.
-func measure(recs []byte, n int) (nHeaders, keyBytes int, err error) {
-	c := cursor{b: recs}
+// measure counts the headers of the records in recs, those of the batch
+// whose header is h, and the bytes of their keys.
+func measure(h BatchHeader, recs []byte) (nHeaders, keyBytes int, err error) {
+	c := recordsCursor(h, recs)
 	var r rawRecord
-	for i := 0; i < n; i++ {
+	for i := 0; i < int(h.RecordCount); i++ {
 		c.record(i, &r)
 		if c.err != nil {
 			return 0, 0, c.err

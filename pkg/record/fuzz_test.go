@@ -39,7 +39,8 @@ func FuzzValidateBatch(f *testing.F) {
 // ErrCorrupt or ErrShortBatch; what it accepts decodes, and re-encodes to
 // the same bytes when the Raft fields (term, entries following, index)
 // are 0 (its attribute bits set again, as the Kafka adapter sets them
-// after encoding).
+// after encoding, and its ids whole when they are whole: an encoder may
+// always write them so).
 func checkValidateProperty(t *testing.T, b []byte) {
 	checkRawReader(t, b)
 	h, err := ValidateBatch(b)
@@ -80,7 +81,10 @@ func checkValidateProperty(t *testing.T, b []byte) {
 	if h.RaftTerm != 0 || h.EntryFollowing != 0 || h.RaftIndex != 0 {
 		return
 	}
-	re := AppendBatch(nil, h.BaseOffset, recs)
+	if h.DeltaIDs() && !deltaIDs(recs) {
+		t.Fatalf("ValidateBatch accepted delta-encoded ids where AppendBatch writes whole ones")
+	}
+	re := appendBatch(nil, h.BaseOffset, recs, h.DeltaIDs())
 	if h.Attributes != 0 { // the Kafka adapter's bits: set on a batch after encoding
 		SetOriginCodec(re, h.OriginCodec())
 		SetTxnAttributes(re, h.Attributes)
@@ -108,8 +112,14 @@ func FuzzRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatalf("ValidateBatch(AppendBatch(...)): %v", err)
 		}
-		if h.Size() != len(b) {
-			t.Fatalf("size %d, encoded %d", h.Size(), len(b))
+		if h.Size() != len(b) || BatchSize(recs) != len(b) {
+			t.Fatalf("size %d, BatchSize %d, encoded %d", h.Size(), BatchSize(recs), len(b))
+		}
+		if h.DeltaIDs() != deltaIDs(recs) {
+			t.Fatalf("delta-encoded ids %v, want %v", h.DeltaIDs(), deltaIDs(recs))
+		}
+		if w := writeBatch(nil, 0, base, recs); !bytes.Equal(w, b) {
+			t.Fatalf("BatchWriter wrote\n%x\nAppendBatch\n%x", w, b)
 		}
 		got, err := DecodeRecords(nil, b)
 		if err != nil {
@@ -146,6 +156,11 @@ func fuzzRecords(n int, data []byte) []Record {
 			r.Timestamp = int64(binary.LittleEndian.Uint64(ts))
 		}
 		copy(r.MessageID[:], take(16))
+		if id := r.MessageID; i > 0 && id[0]&0x80 != 0 {
+			// An id near the one before, as ids made close together are:
+			// its delta takes from 2 to 20 bytes.
+			r.MessageID = recs[i-1].MessageID.add(uint64(int64(int8(id[1])))<<(id[2]%64), uint64(int64(int8(id[3])))<<(id[4]%64))
+		}
 		mode := byteAt()
 		if mode&1 != 0 {
 			r.Key = take(mode >> 3)
@@ -183,7 +198,7 @@ func checkRawReader(t *testing.T, b []byte) {
 			continue
 		}
 		d := recs[i]
-		if rr.Header().FirstTimestamp+r.TimestampDelta != d.Timestamp || !bytes.Equal(r.MessageID, d.MessageID[:]) ||
+		if rr.Header().FirstTimestamp+r.TimestampDelta != d.Timestamp || r.MessageID != d.MessageID ||
 			!bytes.Equal(r.Key, d.Key) || (r.Key == nil) != (d.Key == nil) || !bytes.Equal(r.Payload, d.Payload) ||
 			r.HeaderCount != len(d.Headers) {
 			t.Fatalf("record %d: raw %+v, decoded %+v", i, r, d)

@@ -10,7 +10,7 @@ func HeaderValue(b []byte, i int, key string) (value []byte, ok bool) {
 	if err != nil || i < 0 || i >= int(h.RecordCount) || len(b) < h.Size() {
 		return nil, false
 	}
-	c := cursor{b: b[BatchHeaderSize:h.Size()]}
+	c := recordsCursor(h, b[BatchHeaderSize:h.Size()])
 	var r rawRecord
 	for j := 0; j <= i; j++ {
 		c.record(j, &r)
@@ -30,7 +30,7 @@ func ForEachHeaderValue(b []byte, key string, fn func(i int, value []byte) bool)
 	if err != nil || len(b) < h.Size() {
 		return
 	}
-	c := cursor{b: b[BatchHeaderSize:h.Size()]}
+	c := recordsCursor(h, b[BatchHeaderSize:h.Size()])
 	var r rawRecord
 	for j := 0; j < int(h.RecordCount); j++ {
 		c.record(j, &r)

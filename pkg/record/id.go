@@ -39,3 +39,55 @@ func NewMessageIDAt(unixNano int64) MessageID {
 	binary.BigEndian.PutUint64(id[8:16], 0x8000000000000000|(idSalt+idSeq.Add(1))&0x3fffffffffffffff)
 	return id
 }
+
+// halves returns the id's big-endian high and low 64 bits.
+func (id *MessageID) halves() (hi, lo uint64) {
+	return binary.BigEndian.Uint64(id[0:8]), binary.BigEndian.Uint64(id[8:16])
+}
+
+// add returns the id whose halves are id's plus hi and lo, wrapping.
+func (id MessageID) add(hi, lo uint64) MessageID {
+	h, l := id.halves()
+	binary.BigEndian.PutUint64(id[0:8], h+hi)
+	binary.BigEndian.PutUint64(id[8:16], l+lo)
+	return id
+}
+
+// idDelta returns the deltas, wrapping, from prev's halves to id's: what
+// a batch with FlagDeltaIDs stores as two zig-zag varints.
+func idDelta(prev, id *MessageID) (hi, lo int64) {
+	ph, pl := prev.halves()
+	h, l := id.halves()
+	return int64(h - ph), int64(l - pl)
+}
+
+// idDeltaLen is the size of id delta-encoded after prev.
+func idDeltaLen(prev, id *MessageID) int {
+	hi, lo := idDelta(prev, id)
+	return varintLen(hi) + varintLen(lo)
+}
+
+// idDeltaFits reports whether id delta-encoded after prev takes at most
+// the 16 bytes of a whole id.
+func idDeltaFits(prev, id *MessageID) bool {
+	hi, lo := idDelta(prev, id)
+	// Deltas in [-2^55, 2^55) take at most 8 bytes each.
+	if uint64(hi)+1<<55 < 1<<56 && uint64(lo)+1<<55 < 1<<56 {
+		return true
+	}
+	return varintLen(hi)+varintLen(lo) <= len(MessageID{})
+}
+
+// deltaIDs reports whether a batch of recs delta-encodes its ids: at
+// least two records and no delta longer than a whole id.
+func deltaIDs(recs []Record) bool {
+	if len(recs) < 2 {
+		return false
+	}
+	for i := 1; i < len(recs); i++ {
+		if !idDeltaFits(&recs[i-1].MessageID, &recs[i].MessageID) {
+			return false
+		}
+	}
+	return true
+}

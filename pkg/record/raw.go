@@ -23,7 +23,7 @@ type RawRecord struct {
 	// TimestampDelta is the record's timestamp minus the batch's
 	// FirstTimestamp, in nanoseconds.
 	TimestampDelta int64
-	MessageID      []byte // 16 bytes
+	MessageID      MessageID
 	// Key is nil for a nil key. KeyEncoded is the key with its length in
 	// front (a zig-zag varint, -1 for nil), as Kafka encodes it too.
 	Key, KeyEncoded []byte
@@ -46,7 +46,7 @@ func NewRawReader(b []byte) (RawReader, error) {
 	if len(b) < h.Size() {
 		return RawReader{}, ErrShortBatch
 	}
-	return RawReader{h: h, c: cursor{b: b[BatchHeaderSize:h.Size()]}}, nil
+	return RawReader{h: h, c: recordsCursor(h, b[BatchHeaderSize:h.Size()])}, nil
 }
 
 // Header is the batch's header.

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -86,6 +87,42 @@ func vectorCases() []vector {
 		base int64
 		recs []Record
 	}{"130 records", 123_456, many})
+
+	// Ids as one process makes them (UUIDv7: milliseconds, version, 12
+	// bits of sub-millisecond time, variant, a random start plus a
+	// counter), 100 µs apart: delta-encoded in 2 to 4 bytes each.
+	v7 := func(ns int64, seq uint64) MessageID {
+		var m MessageID
+		ms, sub := uint64(ns/1e6), uint64(ns%1e6)*4096/1e6
+		binary.BigEndian.PutUint64(m[0:8], ms<<16|0x7000|sub&0x0fff)
+		binary.BigEndian.PutUint64(m[8:16], 0x8000000000000000|(0x1234_5678_9abc_def0+seq)&0x3fffffffffffffff)
+		return m
+	}
+	var uuids []Record
+	for i := range 24 {
+		ns := int64(1_764_000_000_000_950_000) + int64(i)*100_000
+		uuids = append(uuids, Record{MessageID: v7(ns, uint64(i)), Timestamp: ns, Payload: []byte{byte(i)}})
+	}
+	// A delta of exactly 16 bytes (10 for the high half, 6 for the low)
+	// is still delta-encoded; one of 17 or more makes every id whole.
+	far := func(loDelta uint64) []Record {
+		a := id(0x01, 0x93, 0, 0, 0, 0, 0x70, 0, 0x80, 0, 0, 0, 0, 0, 0, 0x05)
+		return []Record{{MessageID: a, Payload: []byte("a")}, {MessageID: a.add(1<<63, loDelta), Payload: []byte("b")}, {MessageID: a.add(1<<63, loDelta+1), Payload: []byte("c")}}
+	}
+	for _, c := range []struct {
+		name string
+		recs []Record
+	}{
+		{"UUIDv7 ids 100 µs apart", uuids},
+		{"an id delta of 16 bytes", far(1 << 35)},
+		{"an id delta of 17 bytes: whole ids", far(1 << 42)},
+	} {
+		cases = append(cases, struct {
+			name string
+			base int64
+			recs []Record
+		}{c.name, 99, c.recs})
+	}
 
 	out := make([]vector, len(cases))
 	for i, c := range cases {

@@ -88,6 +88,31 @@ def test_vectors_cover_the_edge_cases() -> None:
     assert any(v is None for r in recs for _, v in r.headers)
     assert any(r.timestamp == (1 << 63) - 1 for r in recs) and any(r.timestamp == -(1 << 63) for r in recs)
     assert any(len(v["records"]) > 128 for v in VECTOR_CASES)
+    # ids delta-encoded (flag 1 in the header's bytes 10-11) and kept whole
+    flags = [int.from_bytes(bytes.fromhex(v["batch"])[10:12], "little") for v in VECTOR_CASES]
+    assert flags.count(1) >= 5 and any(f == 0 and len(v["records"]) > 1 for f, v in zip(flags, VECTOR_CASES))
+
+
+def test_delta_ids_too_long_rejected() -> None:
+    """A batch flagged as delta-encoding ids whose delta takes more than
+    the 16 bytes of an id is corrupt; so is the flag on one record."""
+    a = bytes([1]) + bytes(15)
+    b = ((int.from_bytes(a, "big") + (1 << 127) + (1 << 42)) % (1 << 128)).to_bytes(16, "big")
+    whole = encode_batch([Record(b"a", message_id=a), Record(b"b", message_id=b)])
+    assert whole[10] == 0  # a 17-byte delta: whole ids
+    # the same records with a 17-byte delta, flagged
+    delta = bytes.fromhex("ffffffffffffffffff01") + bytes.fromhex("80808080808002")
+    rec1 = bytes([1, 0]) + delta + bytes([1, 0]) + b"b"
+    rec0 = whole[60 : 60 + 1 + whole[60]]
+    data = bytearray(whole[:60] + rec0 + bytes([len(rec1)]) + rec1)
+    struct.pack_into("<I", data, 0, len(data) - 4)
+    data[10] = 1
+    with pytest.raises(CorruptBatch, match="longer than the id"):
+        decode_batch(_recrc(data))
+    one = bytearray(encode_batch([Record(b"x")]))
+    one[10] = 1
+    with pytest.raises(CorruptBatch, match="one record"):
+        decode_batch(_recrc(one))
 
 
 def _one_batch() -> bytes:
@@ -112,7 +137,8 @@ def _recrc(b: bytearray) -> bytes:
         ("bad crc", lambda b: b.__setitem__(4, b[4] ^ 0xFF) or bytes(b), "crc32c"),
         ("bad magic", lambda b: b.__setitem__(8, 2) or _recrc(b), "magic"),
         ("compression", lambda b: b.__setitem__(9, 1) or _recrc(b), "compression"),
-        ("reserved", lambda b: b.__setitem__(10, 1) or _recrc(b), "reserved"),
+        ("unknown flag", lambda b: b.__setitem__(10, 2) or _recrc(b), "flags"),
+        ("unknown flag, high byte", lambda b: b.__setitem__(11, 1) or _recrc(b), "flags"),
         ("zero records", lambda b: struct.pack_into("<I", b, 12, 0) or _recrc(b), "record count"),
         ("wrong last offset delta", lambda b: struct.pack_into("<I", b, 56, 5) or _recrc(b), "last offset delta"),
         ("wrong max timestamp", lambda b: struct.pack_into("<q", b, 48, 999) or _recrc(b), "max timestamp"),

@@ -18,6 +18,14 @@ pub const MAX_RECORD_HEADERS: usize = 1024;
 
 const MIN_LENGTH: u32 = (BATCH_HEADER_SIZE - 4) as u32;
 const MIN_RECORD_SIZE: u64 = 5 + 16;
+/// The smallest record with a delta-encoded message id.
+const MIN_DELTA_RECORD_SIZE: u64 = 5 + 2;
+/// The batch flag saying that the message ids after the first record's
+/// are delta-encoded: two zig-zag varints, the id's big-endian high and
+/// low 64-bit halves minus the previous record's (wrapping). Encoders set
+/// it exactly when a batch has at least two records and no delta takes
+/// more than 16 bytes; a batch without it is valid whatever its ids.
+pub const FLAG_DELTA_IDS: u16 = 1;
 const ATTR_TRANSACTIONAL: u8 = 0x40;
 const ATTR_CONTROL: u8 = 0x80;
 const MAX_ORIGIN_CODEC: u8 = 4;
@@ -41,6 +49,8 @@ pub struct BatchHeader {
     pub first_timestamp: i64,
     pub max_timestamp: i64,
     pub last_offset_delta: u32,
+    /// `FLAG_DELTA_IDS` or 0.
+    pub flags: u16,
 }
 
 impl BatchHeader {
@@ -48,6 +58,31 @@ impl BatchHeader {
     pub fn size(&self) -> usize {
         4 + self.length as usize
     }
+    /// Whether the ids of the records after the first are delta-encoded.
+    pub fn delta_ids(&self) -> bool {
+        self.flags & FLAG_DELTA_IDS != 0
+    }
+}
+
+fn id_halves(id: &[u8; 16]) -> (u64, u64) {
+    let (hi, lo) = id.split_at(8);
+    (u64::from_be_bytes(hi.try_into().unwrap()), u64::from_be_bytes(lo.try_into().unwrap()))
+}
+
+/// The deltas (wrapping) from `prev`'s halves to `id`'s.
+fn id_delta(prev: &[u8; 16], id: &[u8; 16]) -> (i64, i64) {
+    let ((ph, pl), (h, l)) = (id_halves(prev), id_halves(id));
+    (h.wrapping_sub(ph) as i64, l.wrapping_sub(pl) as i64)
+}
+
+fn id_delta_len(prev: &[u8; 16], id: &[u8; 16]) -> usize {
+    let (hi, lo) = id_delta(prev, id);
+    varint_len(hi) + varint_len(lo)
+}
+
+/// Whether a batch of `records` delta-encodes its ids.
+fn delta_ids(records: &[Record<'_>]) -> bool {
+    records.len() >= 2 && records.windows(2).all(|w| id_delta_len(&w[0].message_id, &w[1].message_id) <= 16)
 }
 
 fn corrupt(detail: impl std::fmt::Display) -> Error {
@@ -57,12 +92,14 @@ fn corrupt(detail: impl std::fmt::Display) -> Error {
 /// The size of the batch `append_batch` makes of `records`.
 pub fn batch_size(records: &[Record<'_>]) -> usize {
     let first = records.first().map_or(0, |r| r.timestamp);
+    let delta = delta_ids(records);
     BATCH_HEADER_SIZE
         + records
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let body = body_size(i, r, first);
+                let prev = if delta && i > 0 { Some(&records[i - 1].message_id) } else { None };
+                let body = body_size(i, r, first, prev);
                 uvarint_len(body as u64) + body
             })
             .sum::<usize>()
@@ -75,10 +112,10 @@ fn bytes_field_len(b: Option<&[u8]>) -> usize {
     }
 }
 
-fn body_size(i: usize, r: &Record<'_>, first: i64) -> usize {
+fn body_size(i: usize, r: &Record<'_>, first: i64, prev: Option<&[u8; 16]>) -> usize {
     let mut n = uvarint_len(i as u64)
         + varint_len(r.timestamp.wrapping_sub(first))
-        + 16
+        + prev.map_or(16, |p| id_delta_len(p, &r.message_id))
         + bytes_field_len(r.key)
         + uvarint_len(r.headers.len() as u64);
     for h in r.headers {
@@ -123,14 +160,23 @@ pub fn append_batch(dst: &mut Vec<u8>, records: &[Record<'_>]) -> Result<()> {
     }
     let first = first_rec.timestamp;
     let max_ts = records.iter().map(|r| first.wrapping_add(r.timestamp.wrapping_sub(first))).max().unwrap_or(first);
+    let delta = delta_ids(records);
     let start = dst.len();
     dst.reserve(size);
     dst.resize(start + BATCH_HEADER_SIZE, 0);
     for (i, r) in records.iter().enumerate() {
-        put_uvarint(dst, body_size(i, r, first) as u64);
+        let prev = if delta && i > 0 { Some(&records[i - 1].message_id) } else { None };
+        put_uvarint(dst, body_size(i, r, first, prev) as u64);
         put_uvarint(dst, i as u64);
         put_varint(dst, r.timestamp.wrapping_sub(first));
-        dst.extend_from_slice(&r.message_id);
+        match prev {
+            Some(p) => {
+                let (hi, lo) = id_delta(p, &r.message_id);
+                put_varint(dst, hi);
+                put_varint(dst, lo);
+            }
+            None => dst.extend_from_slice(&r.message_id),
+        }
         put_bytes_field(dst, r.key);
         put_uvarint(dst, r.headers.len() as u64);
         for h in r.headers {
@@ -145,6 +191,9 @@ pub fn append_batch(dst: &mut Vec<u8>, records: &[Record<'_>]) -> Result<()> {
     let length = (h.len() - 4) as u32;
     h[0..4].copy_from_slice(&length.to_le_bytes());
     h[8] = MAGIC;
+    if delta {
+        h[10..12].copy_from_slice(&FLAG_DELTA_IDS.to_le_bytes());
+    }
     h[12..16].copy_from_slice(&(records.len() as u32).to_le_bytes());
     // base offset, raft term and index stay 0
     h[40..48].copy_from_slice(&first.to_le_bytes());
@@ -159,7 +208,8 @@ pub fn append_batch(dst: &mut Vec<u8>, records: &[Record<'_>]) -> Result<()> {
 /// its CRC: the whole batch must be in `b` (bytes after it are ignored).
 /// The checks are the broker's: length in range, magic, attributes
 /// (no compression, a known origin codec, control only when
-/// transactional), reserved bytes 0, a record count that fits,
+/// transactional), flags known (delta-encoded ids only with at least two
+/// records), a record count that fits,
 /// `lastOffsetDelta = recordCount − 1`, offsets that do not overflow.
 pub fn parse_batch(b: &[u8]) -> Result<BatchHeader> {
     let mut c = Cursor::new(b);
@@ -185,7 +235,10 @@ pub fn parse_batch(b: &[u8]) -> Result<BatchHeader> {
     if attributes & ATTR_CONTROL != 0 && attributes & ATTR_TRANSACTIONAL == 0 {
         return Err(corrupt("a control batch that is not transactional"));
     }
-    c.reserved(2, "batch reserved")?;
+    let flags = c.u16("batch flags")?;
+    if flags & !FLAG_DELTA_IDS != 0 {
+        return Err(corrupt(format_args!("flags {flags:#06x}, only {FLAG_DELTA_IDS:#06x} is defined")));
+    }
     let h = BatchHeader {
         length,
         crc,
@@ -197,11 +250,20 @@ pub fn parse_batch(b: &[u8]) -> Result<BatchHeader> {
         first_timestamp: c.i64("batch first timestamp")?,
         max_timestamp: c.i64("batch max timestamp")?,
         last_offset_delta: c.u32("batch last offset delta")?,
+        flags,
     };
     if h.record_count == 0 {
         return Err(corrupt("record count is 0"));
     }
-    if u64::from(h.record_count) * MIN_RECORD_SIZE > u64::from(length - MIN_LENGTH) {
+    if h.delta_ids() && h.record_count < 2 {
+        return Err(corrupt("delta-encoded ids in a batch of one record"));
+    }
+    let min_size = if h.delta_ids() {
+        MIN_RECORD_SIZE + u64::from(h.record_count - 1) * MIN_DELTA_RECORD_SIZE
+    } else {
+        u64::from(h.record_count) * MIN_RECORD_SIZE
+    };
+    if min_size > u64::from(length - MIN_LENGTH) {
         return Err(corrupt(format_args!("{} records cannot fit in {} bytes", h.record_count, length - MIN_LENGTH)));
     }
     if h.last_offset_delta != h.record_count - 1 {
@@ -228,8 +290,9 @@ pub(crate) struct RawRecord<'a> {
     pub payload: &'a [u8],
 }
 
-/// Reads record `i` of a batch from `c`, checking its framing.
-pub(crate) fn read_record<'a>(c: &mut Cursor<'a>, i: u32) -> Result<RawRecord<'a>> {
+/// Reads record `i` of a batch from `c`, checking its framing. `prev` is
+/// the id of the record before when the batch delta-encodes ids.
+pub(crate) fn read_record<'a>(c: &mut Cursor<'a>, i: u32, prev: Option<&[u8; 16]>) -> Result<RawRecord<'a>> {
     let n = c.uvarint("record length")?;
     if n > c.left() as u64 {
         return Err(corrupt(format_args!("record {i}: body of {n} bytes, {} left", c.left())));
@@ -240,7 +303,21 @@ pub(crate) fn read_record<'a>(c: &mut Cursor<'a>, i: u32) -> Result<RawRecord<'a
         return Err(corrupt(format_args!("record {i}: offset delta {delta}")));
     }
     let ts_delta = body.varint("timestamp delta")?;
-    let id = body.id("message id")?;
+    let id = match prev {
+        Some(p) if i > 0 => {
+            let at = body.pos();
+            let (hi, lo) = (body.varint("message id delta")?, body.varint("message id delta")?);
+            if body.pos() - at > 16 {
+                return Err(corrupt(format_args!("record {i}: a message id delta of {} bytes", body.pos() - at)));
+            }
+            let (ph, pl) = id_halves(p);
+            let mut id = [0u8; 16];
+            id[..8].copy_from_slice(&ph.wrapping_add(hi as u64).to_be_bytes());
+            id[8..].copy_from_slice(&pl.wrapping_add(lo as u64).to_be_bytes());
+            id
+        }
+        _ => body.id("message id")?,
+    };
     let key = body.var_bytes("key")?;
     let hn = body.uvarint("header count")?;
     if hn > MAX_RECORD_HEADERS as u64 || hn > (body.left() / 2) as u64 {
@@ -270,8 +347,10 @@ pub fn validate_batch(b: &[u8]) -> Result<BatchHeader> {
     let h = parse_batch(b)?;
     let mut c = Cursor::new(&b[BATCH_HEADER_SIZE..h.size()]);
     let mut max_ts = h.first_timestamp;
+    let mut prev = [0u8; 16];
     for i in 0..h.record_count {
-        let r = read_record(&mut c, i)?;
+        let r = read_record(&mut c, i, h.delta_ids().then_some(&prev))?;
+        prev = r.id;
         if i == 0 && r.ts_delta != 0 {
             return Err(corrupt(format_args!("record 0: timestamp delta {}, want 0", r.ts_delta)));
         }
@@ -297,7 +376,7 @@ pub(crate) fn parse_header_unchecked(b: &[u8]) -> Option<BatchHeader> {
     let crc = c.u32("").ok()?;
     c.u8("").ok()?;
     let attributes = c.u8("").ok()?;
-    c.u16("").ok()?;
+    let flags = c.u16("").ok()?;
     Some(BatchHeader {
         length,
         crc,
@@ -309,5 +388,6 @@ pub(crate) fn parse_header_unchecked(b: &[u8]) -> Option<BatchHeader> {
         first_timestamp: c.i64("").ok()?,
         max_timestamp: c.i64("").ok()?,
         last_offset_delta: c.u32("").ok()?,
+        flags,
     })
 }

@@ -916,6 +916,8 @@ struct PackedState<'a> {
     first_ts: i64,
     i: u32,
     count: u32,
+    /// The last record's id, when the batch delta-encodes ids.
+    prev: Option<[u8; 16]>,
 }
 
 #[derive(Debug)]
@@ -936,7 +938,10 @@ impl<'a> Records<'a> {
         loop {
             if let Some(b) = batch {
                 if b.i < b.count {
-                    let r = batch::read_record(&mut b.c, b.i).ok()?;
+                    let r = batch::read_record(&mut b.c, b.i, b.prev.as_ref()).ok()?;
+                    if b.prev.is_some() {
+                        b.prev = Some(r.id);
+                    }
                     let offset = b.base + i64::from(b.i);
                     b.i += 1;
                     return Some(RecordView {
@@ -962,6 +967,7 @@ impl<'a> Records<'a> {
                 first_ts: h.first_timestamp,
                 i: 0,
                 count: h.record_count,
+                prev: h.delta_ids().then_some([0; 16]),
             });
         }
     }

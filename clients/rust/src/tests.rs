@@ -757,3 +757,57 @@ fn the_receiver_keeps_receiving_while_the_socket_is_full() {
     flood.join().unwrap();
     h.join().unwrap();
 }
+
+/// The batches the Go broker's package wrote (pkg/record's shared
+/// vectors): each validates, its records decode, and this crate encodes
+/// them to the same bytes (the base offset aside, which the broker sets),
+/// delta-encoded ids included.
+#[test]
+fn shared_vectors_decode_and_encode_to_the_same_bytes() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pkg/record/testdata/batch_vectors.json");
+    let json = std::fs::read_to_string(path).unwrap();
+    let from_hex = |s: &str| -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    };
+    let mut n = 0;
+    let mut delta = 0;
+    for part in json.split("\"batch\": \"").skip(1) {
+        let want = from_hex(&part[..part.find('"').unwrap()]);
+        let h = batch::validate_batch(&want).unwrap();
+        delta += usize::from(h.delta_ids());
+        let mut body = tu::deliver_head(1, 0, 1, 1, 0, h.record_count);
+        body.extend_from_slice(&want);
+        let f = tu::frame(0x23, 0, 0, &body);
+        let Event::Deliver(d) = decode_frame(&f).unwrap() else { panic!() };
+        let msgs: Vec<Message> = d.records().map(|r| r.to_message()).collect();
+        assert_eq!(msgs.len(), h.record_count as usize);
+        let hs: Vec<Vec<Header>> = msgs
+            .iter()
+            .map(|m| {
+                m.headers
+                    .iter()
+                    .map(|(k, v)| Header { key: std::str::from_utf8(k).unwrap(), value: v.as_deref() })
+                    .collect()
+            })
+            .collect();
+        let recs: Vec<Record> = msgs
+            .iter()
+            .zip(&hs)
+            .map(|(m, hs)| Record {
+                timestamp: m.timestamp,
+                message_id: m.message_id,
+                key: m.key.as_deref(),
+                headers: hs,
+                payload: &m.payload,
+            })
+            .collect();
+        let mut got = Vec::new();
+        batch::append_batch(&mut got, &recs).unwrap();
+        got[16..24].copy_from_slice(&want[16..24]);
+        let crc = crc32c::checksum(&got[8..]);
+        got[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(got, want, "vector {n}");
+        n += 1;
+    }
+    assert!(n >= 9 && delta >= 5, "{n} vectors, {delta} with delta-encoded ids");
+}

@@ -132,6 +132,40 @@ describe("corrupt batches are rejected", () => {
     b[9] = 1;
     rejects(b, /compression/);
   });
+  test("unknown flags", () => {
+    const b = Buffer.from(good);
+    b[10] = 2;
+    rejects(b, /flags/);
+    b[10] = 0;
+    b[11] = 1;
+    rejects(b, /flags/);
+  });
+  test("delta-encoded ids in a batch of one record", () => {
+    const b = encodeBatch([{ payload: Buffer.from("x") }]);
+    b[10] = 1;
+    rejects(b, /one record/);
+  });
+  test("a message id delta longer than the id", () => {
+    // Two records whose ids are 17 bytes apart delta-encoded: written whole.
+    const a = Buffer.alloc(16);
+    a[0] = 1;
+    const far = Buffer.from(a);
+    far.writeBigUInt64BE(a.readBigUInt64BE(0) + (1n << 63n), 0);
+    far.writeBigUInt64BE(1n << 42n, 8);
+    const whole = encodeBatch([
+      { id: a, timestamp: 0n, payload: Buffer.from("a") },
+      { id: far, timestamp: 0n, payload: Buffer.from("b") },
+    ]);
+    assert.equal(whole.readUInt16LE(10), 0);
+    // The same, flagged and with record 1's id as a 10 + 7 byte delta.
+    const rec0 = whole.subarray(60, 61 + whole[60]!);
+    const rec1 = Buffer.concat([Buffer.from([1, 0]), hex("ffffffffffffffffff01"), hex("80808080808002"), Buffer.from([1, 0]), Buffer.from("b")]);
+    const b = Buffer.concat([whole.subarray(0, 60), rec0, Buffer.from([rec1.length]), rec1]);
+    b.writeUInt32LE(b.length - 4, 0);
+    b.writeUInt16LE(1, 10);
+    b.writeUInt32LE(crc32c(b.subarray(8)), 4);
+    rejects(b, /longer than the id/);
+  });
   test("record count that disagrees with the last offset delta", () => {
     const b = reCrc(Buffer.from(good), (x) => x.writeUInt32LE(2, 12));
     rejects(b, /last offset delta/);
@@ -183,9 +217,14 @@ describe("encoding", () => {
       assert.equal(r.id[6]! >> 4, 7, "UUID version 7");
       assert.equal(r.id[8]! >> 6, 2, "UUID variant");
     }
-    // Ids of one process increase.
+    // Ids of one process increase, their low 64 bits one by one, so the
+    // batch stores them delta-encoded.
     const sorted = [...d.records.map((r) => r.id.toString("hex"))];
     assert.deepEqual(sorted, [...sorted].sort());
+    assert.equal(b.readUInt16LE(10), 1, "delta-encoded ids");
+    for (let i = 1; i < d.records.length; i++) {
+      assert.equal(BigInt.asUintN(64, d.records[i]!.id.readBigUInt64BE(8) - d.records[i - 1]!.id.readBigUInt64BE(8)), 1n);
+    }
   });
 
   test("no records", () => assert.throws(() => encodeBatch([]), RangeError));

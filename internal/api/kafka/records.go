@@ -470,9 +470,11 @@ func appendStoredBatch(dst []byte, b []byte) []byte {
 		return appendKafkaBatch(dst, h, recs)
 	}
 	start := len(dst)
-	// Kafka's records are the stored ones without their 16-byte ids and
-	// with a few more length bytes: the stored size bounds them.
-	dst = slices.Grow(dst, batchHeaderLen+h.Size())[:start+batchHeaderLen]
+	// Kafka's records are the stored ones without their ids (16 bytes, or
+	// from 2 delta-encoded) and with an attributes byte and the value's
+	// length (at most 5 bytes) more: a few bytes a record over the stored
+	// size (a header can take one more, which append grows for).
+	dst = slices.Grow(dst, batchHeaderLen+h.Size()+6*int(h.RecordCount))[:start+batchHeaderLen]
 	k := kafkaBatchInfo{pid: -1, epoch: -1, seq: -1}
 	var r record.RawRecord
 	for rr.Next(&r) {

@@ -21,7 +21,7 @@ Header layout (all integers little-endian)::
     4      4    crc32c          CRC-32C of bytes [8, 4+length)
     8      1    magic           1
     9      1    attributes      0 for client batches
-    10     2    reserved        0
+    10     2    flags           1: delta-encoded message ids (below), else 0
     12     4    recordCount     >= 1
     16     8    baseOffset      offset of the first record (set by the broker)
     24     8    raftTerm        set by the broker (low 48 bits: the term)
@@ -32,10 +32,12 @@ Header layout (all integers little-endian)::
     60          records
 
 Each record: uvarint body length, uvarint offset delta, zig-zag varint
-timestamp delta, the 16-byte message id, zig-zag varint key length (-1:
-no key) and the key, uvarint header count and per header a uvarint key
-length, the key, a zig-zag varint value length (-1: nil) and the value,
-then the payload (the rest of the body).
+timestamp delta, the 16-byte message id (in a batch with flag 1, records
+after the first carry two zig-zag varints instead: the id's big-endian
+high and low 64-bit halves minus the previous record's, wrapping),
+zig-zag varint key length (-1: no key) and the key, uvarint header count
+and per header a uvarint key length, the key, a zig-zag varint value
+length (-1: nil) and the value, then the payload (the rest of the body).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "MAGIC",
     "MAX_BATCH_BYTES",
     "MAX_RECORD_HEADERS",
+    "FLAG_DELTA_IDS",
     "CREDIT_OVERHEAD",
     "Header",
     "Record",
@@ -85,6 +88,13 @@ CREDIT_OVERHEAD = 32
 
 _MIN_LENGTH = BATCH_HEADER_SIZE - 4
 _MIN_RECORD_SIZE = 5 + 16
+_MIN_DELTA_RECORD_SIZE = 5 + 2
+#: The batch flag saying that the message ids after the first record's are
+#: delta-encoded: two zig-zag varints, the id's big-endian high and low
+#: 64-bit halves minus the previous record's (wrapping). The encoder sets
+#: it exactly when a batch has at least two records and no delta takes
+#: more than 16 bytes; a batch without it is valid whatever its ids.
+FLAG_DELTA_IDS = 1
 _ZERO_ID = bytes(16)
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -95,7 +105,7 @@ _ATTR_TRANSACTIONAL = 0x40
 _ATTR_CONTROL = 0x80
 _MAX_ORIGIN_CODEC = 4
 
-# length, crc | magic, attributes, reserved, recordCount, baseOffset,
+# length, crc | magic, attributes, flags, recordCount, baseOffset,
 # raftTerm, raftIndex, firstTimestamp, maxTimestamp, lastOffsetDelta
 _HEAD = struct.Struct("<II")
 _REST = struct.Struct("<BBHIqQQqqI")
@@ -234,6 +244,12 @@ class BatchHeader(NamedTuple):
     first_timestamp: int
     max_timestamp: int
     last_offset_delta: int
+    flags: int = 0  #: FLAG_DELTA_IDS or 0
+
+    @property
+    def delta_ids(self) -> bool:
+        """Whether the ids of the records after the first are delta-encoded."""
+        return bool(self.flags & FLAG_DELTA_IDS)
 
     @property
     def size(self) -> int:
@@ -268,11 +284,30 @@ def _check_item(item: _EncItem) -> None:
         raise ValueError(f"{len(headers)} headers: at most {MAX_RECORD_HEADERS} per record")
 
 
+def _id_deltas(ids: Sequence[bytes]) -> Optional[list[bytes]]:
+    """The delta encodings of ids[1:], or None when the batch keeps its ids
+    whole (fewer than two, or a delta longer than 16 bytes)."""
+    if len(ids) < 2:
+        return None
+    out = []
+    prev = ids[0]
+    ph, pl = int.from_bytes(prev[:8], "big"), int.from_bytes(prev[8:], "big")
+    for mid in ids[1:]:
+        h, l = int.from_bytes(mid[:8], "big"), int.from_bytes(mid[8:], "big")
+        d = _varint(_wrap64(h - ph)) + _varint(_wrap64(l - pl))
+        if len(d) > 16:
+            return None
+        out.append(d)
+        ph, pl = h, l
+    return out
+
+
 def _encode_items(items: Sequence[_EncItem], base_offset: int) -> bytes:
     """Encodes records given as (id, timestamp, key, headers, payload)."""
     n = len(items)
     if n == 0:
         raise ValueError("a batch needs at least one record")
+    deltas = _id_deltas([it[0] for it in items])
     first = items[0][1]
     max_ts = first
     parts: list[bytes] = []
@@ -303,6 +338,8 @@ def _encode_items(items: Sequence[_EncItem], base_offset: int) -> bytes:
             hf = b"".join(hp)
         else:
             hf = b"\x00"
+        if deltas is not None and i > 0:
+            mid = deltas[i - 1]
         prefix = b"".join(((uv1[i] if i < 128 else _uvarint(i)), tsd, mid, kf, hf))
         body = len(prefix) + len(payload)
         if body < 0x80:
@@ -314,7 +351,8 @@ def _encode_items(items: Sequence[_EncItem], base_offset: int) -> bytes:
         append(prefix)
         append(payload)
     records = b"".join(parts)
-    rest = _REST.pack(MAGIC, 0, 0, n, base_offset, 0, 0, first, max_ts, n - 1)
+    flags = 0 if deltas is None else FLAG_DELTA_IDS
+    rest = _REST.pack(MAGIC, 0, flags, n, base_offset, 0, 0, first, max_ts, n - 1)
     crc = google_crc32c.extend(google_crc32c.value(rest), records)
     return b"".join((_HEAD.pack(_MIN_LENGTH + len(records), crc), rest, records))
 
@@ -339,8 +377,10 @@ def encode_batch(records: Sequence[Record], base_offset: int = 0) -> bytes:
     return _encode_items(items, base_offset)
 
 
-def _record_body_size(i: int, ts_delta: int, key: Optional[bytes], headers: Sequence[Header], payload: bytes) -> int:
-    n = len(_uvarint(i)) + len(_varint(ts_delta)) + 16
+def _record_body_size(
+    i: int, ts_delta: int, key: Optional[bytes], headers: Sequence[Header], payload: bytes, id_len: int = 16
+) -> int:
+    n = len(_uvarint(i)) + len(_varint(ts_delta)) + id_len
     n += 1 if key is None else len(_varint(len(key))) + len(key)
     n += len(_uvarint(len(headers)))
     for hk, hv in headers:
@@ -354,9 +394,11 @@ def batch_size(records: Sequence[Record]) -> int:
     if not records:
         raise ValueError("a batch needs at least one record")
     first = records[0].timestamp
+    deltas = _id_deltas([r.message_id for r in records])
     n = BATCH_HEADER_SIZE
     for i, r in enumerate(records):
-        body = _record_body_size(i, _wrap64(r.timestamp - first), r.key, r.headers, r.payload)
+        id_len = 16 if deltas is None or i == 0 else len(deltas[i - 1])
+        body = _record_body_size(i, _wrap64(r.timestamp - first), r.key, r.headers, r.payload, id_len)
         n += len(_uvarint(body)) + body
     return n
 
@@ -368,7 +410,7 @@ def batch_size(records: Sequence[Record]) -> int:
 def parse_batch_header(data: bytes, pos: int = 0, *, verify_crc: bool = True) -> BatchHeader:
     """Parses and checks the header of the batch at ``data[pos:]``.
 
-    It checks the length bounds, magic, attributes, reserved bits, the
+    It checks the length bounds, magic, attributes, flags, the
     record count and offset fields and, with ``verify_crc``, the CRC (which
     needs the whole batch in ``data``). Records are not decoded. Raises
     :class:`CorruptBatch` naming the bad field.
@@ -376,8 +418,8 @@ def parse_batch_header(data: bytes, pos: int = 0, *, verify_crc: bool = True) ->
     avail = len(data) - pos
     if avail < BATCH_HEADER_SIZE:
         raise CorruptBatch(f"truncated batch: {avail} bytes, a header needs {BATCH_HEADER_SIZE}")
-    (length, crc, magic, attrs, reserved, count, base, term, index, first, max_ts, lod) = _FULL.unpack_from(data, pos)
-    h = BatchHeader(length, crc, attrs, count, base, term & _RAFT_TERM_MASK, index, first, max_ts, lod)
+    (length, crc, magic, attrs, flags, count, base, term, index, first, max_ts, lod) = _FULL.unpack_from(data, pos)
+    h = BatchHeader(length, crc, attrs, count, base, term & _RAFT_TERM_MASK, index, first, max_ts, lod, flags)
     if length < _MIN_LENGTH or length > MAX_BATCH_BYTES - 4:
         raise CorruptBatch(f"length {length} not in [{_MIN_LENGTH}, {MAX_BATCH_BYTES - 4}]")
     if magic != MAGIC:
@@ -389,12 +431,15 @@ def parse_batch_header(data: bytes, pos: int = 0, *, verify_crc: bool = True) ->
             raise CorruptBatch(f"origin codec {(attrs >> 3) & 0x07} unknown")
         if attrs & _ATTR_CONTROL and not attrs & _ATTR_TRANSACTIONAL:
             raise CorruptBatch(f"a control batch that is not transactional (attributes {attrs:#04x})")
-    if reserved:
-        raise CorruptBatch(f"reserved field is {reserved:#06x}, want 0")
+    if flags & ~FLAG_DELTA_IDS:
+        raise CorruptBatch(f"flags are {flags:#06x}, only {FLAG_DELTA_IDS:#06x} is defined")
     count = h.record_count
     if count == 0:
         raise CorruptBatch("record count is 0")
-    if count * _MIN_RECORD_SIZE > length - _MIN_LENGTH:
+    if flags and count < 2:
+        raise CorruptBatch("delta-encoded ids in a batch of one record")
+    min_size = _MIN_RECORD_SIZE + (count - 1) * _MIN_DELTA_RECORD_SIZE if flags else count * _MIN_RECORD_SIZE
+    if min_size > length - _MIN_LENGTH:
         raise CorruptBatch(f"{count} records cannot fit in {length - _MIN_LENGTH} bytes")
     if h.last_offset_delta != count - 1:
         raise CorruptBatch(f"last offset delta {h.last_offset_delta} with {count} records")
@@ -481,6 +526,8 @@ def _decode_records(data: bytes, pos: int, h: BatchHeader, make: RecordFactory) 
     out = []
     r = _Reader(data, pos + BATCH_HEADER_SIZE, end, 0)
     max_ts = first
+    delta = h.delta_ids
+    ph = pl = 0
     for i in range(h.record_count):
         r.rec = i
         body_len = r.uvarint("record length")
@@ -499,7 +546,17 @@ def _decode_records(data: bytes, pos: int, h: BatchHeader, make: RecordFactory) 
             ts = _wrap64(ts)
         if ts > max_ts:
             max_ts = ts
-        mid = r.take(16, "message id")
+        if delta and i > 0:
+            at = r.pos
+            dh, dl = r.varint("message id delta"), r.varint("message id delta")
+            if r.pos - at > 16:
+                raise r.fail(f"a message id delta of {r.pos - at} bytes, longer than the id")
+            ph, pl = (ph + dh) % _U64, (pl + dl) % _U64
+            mid = ph.to_bytes(8, "big") + pl.to_bytes(8, "big")
+        else:
+            mid = r.take(16, "message id")
+            if delta:
+                ph, pl = int.from_bytes(mid[:8], "big"), int.from_bytes(mid[8:], "big")
         key = r.len_bytes("key")
         hn = r.uvarint("header count")
         headers: list[Header] = []
@@ -603,55 +660,58 @@ def key_partition(key: bytes, partitions: int) -> int:
 # Message ids
 
 
-class _RandomPool:
-    """Random bytes from os.urandom, fetched 8 KiB at a time."""
+class _IDSequence:
+    """The low 62 bits of this process's message ids: a random start plus
+    a counter, so ids are unique within the process by construction and
+    across processes with overwhelming probability, and ids made one after
+    the other differ by one (a batch then stores them in a few bytes)."""
 
-    __slots__ = ("_buf", "_pos", "_lock")
+    __slots__ = ("_next", "_lock")
 
     def __init__(self) -> None:
-        self._buf = b""
-        self._pos = 0
         self._lock = threading.Lock()
+        self.reseed()
 
-    def take10(self) -> int:
+    def reseed(self) -> None:
+        self._next = int.from_bytes(os.urandom(8), "big")
+
+    def take(self, n: int) -> int:
         with self._lock:
-            pos = self._pos
-            if pos + 10 > len(self._buf):
-                self._buf = os.urandom(8190)
-                pos = 0
-            self._pos = pos + 10
-            return int.from_bytes(self._buf[pos : pos + 10], "big")
+            v = self._next
+            self._next = v + n
+            return v
 
 
-_pool = _RandomPool()
+_ids = _IDSequence()
 if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's ids
-    os.register_at_fork(after_in_child=lambda: setattr(_pool, "_buf", b""))
+    os.register_at_fork(after_in_child=_ids.reseed)
+
+_LOW62 = (1 << 62) - 1
+_VARIANT = 1 << 63
+
+
+def _id_high(ns: int) -> int:
+    """An id's high 64 bits for time ``ns``: 48 bits of Unix milliseconds,
+    the version (7) and 12 bits of sub-millisecond time."""
+    return ((ns // 1_000_000) & 0xFFFFFFFFFFFF) << 16 | 0x7000 | (ns % 1_000_000) * 4096 // 1_000_000
 
 
 def new_message_id() -> bytes:
     """A new UUIDv7 (RFC 9562) as 16 bytes: 48 bits of Unix milliseconds,
-    then 74 random bits (version and variant set)."""
-    ms = time.time_ns() // 1_000_000
-    r = _pool.take10()
-    v = ((ms & 0xFFFFFFFFFFFF) << 80) | (0x7 << 76) | ((r >> 68) << 64) | (0b10 << 62) | (r & ((1 << 62) - 1))
-    return v.to_bytes(16, "big")
-
-
-# Per byte of the 10 random bytes of an id: which bits stay random, and the
-# version (7) and variant (0b10) bits set over them.
-_ID_MASK = bytes((0x0F, 0xFF, 0x3F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF))
-_ID_BITS = bytes((0x70, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00))
+    the version, 12 bits of sub-millisecond time, the variant and 62 bits
+    of a per-process random start plus a counter."""
+    hi = _id_high(time.time_ns())
+    return (hi << 64 | _VARIANT | (_ids.take(1) & _LOW62)).to_bytes(16, "big")
 
 
 def new_message_ids(n: int) -> list[bytes]:
     """``n`` new UUIDv7s (as :func:`new_message_id`), made in one go: they
-    share their millisecond and differ in their 74 random bits."""
+    share their time and count up in their low 62 bits."""
     if n <= 0:
         return []
-    ts = (time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF).to_bytes(6, "big")
-    raw = int.from_bytes(os.urandom(10 * n), "big")
-    r = ((raw & int.from_bytes(_ID_MASK * n, "big")) | int.from_bytes(_ID_BITS * n, "big")).to_bytes(10 * n, "big")
-    return [ts + r[i : i + 10] for i in range(0, 10 * n, 10)]
+    hi = _id_high(time.time_ns()).to_bytes(8, "big")
+    seq = _ids.take(n)
+    return [hi + (_VARIANT | ((seq + i) & _LOW62)).to_bytes(8, "big") for i in range(n)]
 
 
 def iter_headers(headers: Optional[Iterable[Any]]) -> list[Header]:

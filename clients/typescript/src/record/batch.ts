@@ -6,7 +6,10 @@
  * The encoding is canonical: {@link encodeBatch} writes exactly what the
  * broker's encoder writes, and {@link decodeBatch} accepts only what such an
  * encoder can produce (minimal varints, exact lengths, the right CRC), as
- * the broker's validation does.
+ * the broker's validation does. The one choice an encoder has: message ids
+ * after the first record's are delta-encoded ({@link FLAG_DELTA_IDS}) when
+ * a batch has at least two records and no delta takes more than 16 bytes,
+ * as this encoder and the broker's do, or may always be written whole.
  *
  * @module
  */
@@ -28,7 +31,7 @@ const OFF_LENGTH = 0;
 const OFF_CRC = 4;
 const OFF_MAGIC = 8;
 const OFF_ATTRIBUTES = 9;
-const OFF_RESERVED = 10;
+const OFF_FLAGS = 10;
 const OFF_RECORD_COUNT = 12;
 const OFF_BASE_OFFSET = 16;
 const OFF_RAFT_TERM = 24;
@@ -39,6 +42,14 @@ const OFF_LAST_OFFSET_DELTA = 56;
 const MIN_LENGTH = BATCH_HEADER_SIZE - 4;
 /** Five one-byte varints and the 16-byte message id. */
 const MIN_RECORD_SIZE = 5 + 16;
+/** Five one-byte varints and a delta-encoded id of two one-byte varints. */
+const MIN_DELTA_RECORD_SIZE = 5 + 2;
+/**
+ * The batch flag saying that the message ids after the first record's are
+ * delta-encoded: two zig-zag varints, the id's big-endian high and low
+ * 64-bit halves minus the previous record's (wrapping).
+ */
+export const FLAG_DELTA_IDS = 1;
 const MAX_ORIGIN_CODEC = 4;
 const ATTR_TRANSACTIONAL = 0x40;
 const ATTR_CONTROL = 0x80;
@@ -96,6 +107,8 @@ export interface BatchHeader {
   readonly firstTimestamp: bigint;
   readonly maxTimestamp: bigint;
   readonly lastOffsetDelta: number;
+  /** {@link FLAG_DELTA_IDS} or 0. */
+  readonly flags: number;
 }
 
 /** Options of {@link encodeBatch}. */
@@ -172,6 +185,9 @@ function zigzag64(d: bigint): bigint {
 
 let scratchBody = new Int32Array(256);
 let scratchTs: bigint[] = [];
+let scratchIds = Buffer.alloc(256 * 16);
+let scratchIdHi: bigint[] = [];
+let scratchIdLo: bigint[] = [];
 
 /** Bytes of a nullable byte field: zig-zag length (-1 for null) and the bytes. */
 function bytesFieldLen(b: Uint8Array | null | undefined): number {
@@ -189,11 +205,11 @@ function putBytesField(buf: Buffer, pos: number, b: Uint8Array | null | undefine
   return pos + b.length;
 }
 
-function recordBodySize(r: BatchRecord, index: number, tsZz: number | bigint): number {
+function recordBodySize(r: BatchRecord, index: number, tsZz: number | bigint, idLen: number): number {
   let n =
     uvarintLen(index) +
     (typeof tsZz === "number" ? uvarintLen(tsZz) : uvarintLenBig(tsZz)) +
-    16 +
+    idLen +
     bytesFieldLen(r.key) +
     uvarintLen(r.headers?.length ?? 0) +
     r.payload.length;
@@ -234,15 +250,28 @@ export function encodeBatch(records: readonly BatchRecord[], options: EncodeOpti
     if (scratchTs.length < n) scratchTs = new Array<bigint>(n);
     for (let i = 0; i < n; i++) scratchTs[i] = zigzag64((records[i]!.timestamp ?? defaultTs) - first);
   }
-  let size = BATCH_HEADER_SIZE;
+  // The ids first (generated ones too): whether they are delta-encoded
+  // depends on all of them.
+  if (scratchIds.length < n * 16) scratchIds = Buffer.alloc(Math.max(n, scratchIds.length / 8) * 16);
+  const ids = scratchIds;
+  const generate = options.generateIds === true;
   for (let i = 0; i < n; i++) {
     const r = records[i]!;
     if (r.id != null && r.id.length !== 16) throw new RangeError(`record ${i}: message id of ${r.id.length} bytes, want 16`);
+    if (r.id != null) ids.set(r.id, i * 16);
+    else if (generate) writeUuidV7(ids, i * 16);
+    else ids.fill(0, i * 16, i * 16 + 16);
+  }
+  const delta = n >= 2 && idDeltas(ids, n);
+  let size = BATCH_HEADER_SIZE;
+  for (let i = 0; i < n; i++) {
+    const r = records[i]!;
     if ((r.headers?.length ?? 0) > MAX_RECORD_HEADERS) {
       throw new RangeError(`record ${i}: ${r.headers!.length} headers, at most ${MAX_RECORD_HEADERS}`);
     }
     const zz = sameTs ? 0 : toVarintValue(scratchTs[i]!);
-    const body = recordBodySize(r, i, zz);
+    const idLen = delta && i > 0 ? uvarintLenBig(scratchIdHi[i]!) + uvarintLenBig(scratchIdLo[i]!) : 16;
+    const body = recordBodySize(r, i, zz, idLen);
     scratchBody[i] = body;
     size += uvarintLen(body) + body;
   }
@@ -253,17 +282,19 @@ export function encodeBatch(records: readonly BatchRecord[], options: EncodeOpti
   const o = fr.front;
   const buf = Buffer.allocUnsafe(o + size + fr.back);
   let pos = o + BATCH_HEADER_SIZE;
-  const generate = options.generateIds === true;
   for (let i = 0; i < n; i++) {
     const r = records[i]!;
     pos = putUvarint(buf, pos, scratchBody[i]!);
     pos = putUvarint(buf, pos, i);
     if (sameTs) buf[pos++] = 0;
     else pos = putUvarintBig(buf, pos, scratchTs[i]!);
-    if (r.id != null) buf.set(r.id, pos);
-    else if (generate) writeUuidV7(buf, pos);
-    else buf.fill(0, pos, pos + 16);
-    pos += 16;
+    if (delta && i > 0) {
+      pos = putUvarintBig(buf, pos, scratchIdHi[i]!);
+      pos = putUvarintBig(buf, pos, scratchIdLo[i]!);
+    } else {
+      ids.copy(buf, pos, i * 16, i * 16 + 16);
+      pos += 16;
+    }
     pos = putBytesField(buf, pos, r.key);
     const hs = r.headers;
     if (hs === undefined || hs.length === 0) {
@@ -285,7 +316,7 @@ export function encodeBatch(records: readonly BatchRecord[], options: EncodeOpti
   buf.writeUInt32LE(size - 4, o + OFF_LENGTH);
   buf[o + OFF_MAGIC] = BATCH_MAGIC;
   buf[o + OFF_ATTRIBUTES] = 0;
-  buf.writeUInt16LE(0, o + OFF_RESERVED);
+  buf.writeUInt16LE(delta ? FLAG_DELTA_IDS : 0, o + OFF_FLAGS);
   buf.writeUInt32LE(n, o + OFF_RECORD_COUNT);
   buf.writeBigInt64LE(BigInt.asIntN(64, options.baseOffset ?? 0n), o + OFF_BASE_OFFSET);
   buf.writeBigUInt64LE(0n, o + OFF_RAFT_TERM);
@@ -295,6 +326,32 @@ export function encodeBatch(records: readonly BatchRecord[], options: EncodeOpti
   buf.writeUInt32LE(n - 1, o + OFF_LAST_OFFSET_DELTA);
   buf.writeUInt32LE(crc32c(buf, o + OFF_MAGIC, o + size), o + OFF_CRC);
   return buf;
+}
+
+/**
+ * Whether the n ids in `ids` (16 bytes each) are delta-encoded: no delta
+ * takes more than 16 bytes. Leaves each id's zig-zag deltas from the one
+ * before in scratchIdHi and scratchIdLo.
+ */
+function idDeltas(ids: Buffer, n: number): boolean {
+  if (scratchIdHi.length < n) {
+    scratchIdHi = new Array<bigint>(n);
+    scratchIdLo = new Array<bigint>(n);
+  }
+  let ph = ids.readBigUInt64BE(0);
+  let pl = ids.readBigUInt64BE(8);
+  for (let i = 1; i < n; i++) {
+    const h = ids.readBigUInt64BE(i * 16);
+    const l = ids.readBigUInt64BE(i * 16 + 8);
+    const zh = zigzag64(h - ph);
+    const zl = zigzag64(l - pl);
+    if (uvarintLenBig(zh) + uvarintLenBig(zl) > 16) return false;
+    scratchIdHi[i] = zh;
+    scratchIdLo[i] = zl;
+    ph = h;
+    pl = l;
+  }
+  return true;
 }
 
 /** A zig-zag value as a number when exact, else as the bigint. */
@@ -403,9 +460,9 @@ function corrupt(msg: string): never {
 
 /**
  * Parses and checks the header of the batch at `buf[at]`: the length is
- * in range and the whole batch present, magic, attributes and reserved
- * bits are right, the record count and last offset delta agree, and the
- * CRC matches.
+ * in range and the whole batch present, magic, attributes and flags are
+ * right, the record count and last offset delta agree, and the CRC
+ * matches.
  *
  * @throws CorruptBatchError naming the bad field
  */
@@ -425,8 +482,8 @@ export function parseBatchHeader(buf: Buffer, at = 0): BatchHeader {
   if (attributes & ATTR_CONTROL && !(attributes & ATTR_TRANSACTIONAL)) {
     corrupt(`a control batch that is not transactional (attributes 0x${attributes.toString(16)})`);
   }
-  const reserved = buf.readUInt16LE(at + OFF_RESERVED);
-  if (reserved !== 0) corrupt(`reserved field is 0x${reserved.toString(16)}, want 0`);
+  const flags = buf.readUInt16LE(at + OFF_FLAGS);
+  if ((flags & ~FLAG_DELTA_IDS) !== 0) corrupt(`flags are 0x${flags.toString(16)}, only 0x${FLAG_DELTA_IDS.toString(16)} is defined`);
   const h: BatchHeader = {
     length,
     crc: buf.readUInt32LE(at + OFF_CRC),
@@ -438,9 +495,12 @@ export function parseBatchHeader(buf: Buffer, at = 0): BatchHeader {
     firstTimestamp: buf.readBigInt64LE(at + OFF_FIRST_TIMESTAMP),
     maxTimestamp: buf.readBigInt64LE(at + OFF_MAX_TIMESTAMP),
     lastOffsetDelta: buf.readUInt32LE(at + OFF_LAST_OFFSET_DELTA),
+    flags,
   };
   if (h.recordCount === 0) corrupt("record count is 0");
-  if (h.recordCount * MIN_RECORD_SIZE > length - MIN_LENGTH) {
+  if (flags !== 0 && h.recordCount < 2) corrupt("delta-encoded ids in a batch of one record");
+  const minSize = flags !== 0 ? MIN_RECORD_SIZE + (h.recordCount - 1) * MIN_DELTA_RECORD_SIZE : h.recordCount * MIN_RECORD_SIZE;
+  if (minSize > length - MIN_LENGTH) {
     corrupt(`${h.recordCount} records cannot fit in ${length - MIN_LENGTH} bytes`);
   }
   if (h.lastOffsetDelta !== h.recordCount - 1) {
@@ -481,6 +541,9 @@ export function decodeBatch(buf: Buffer, at = 0): DecodedBatch {
   const records = new Array<DecodedRecord>(n);
   const first = header.firstTimestamp;
   let maxTs = first;
+  const deltaIds = (header.flags & FLAG_DELTA_IDS) !== 0;
+  let ph = 0n;
+  let pl = 0n;
   for (let i = 0; i < n; i++) {
     c.rec = i;
     const bodyLen = c.uvarint("record length");
@@ -494,7 +557,24 @@ export function decodeBatch(buf: Buffer, at = 0): DecodedBatch {
     if (i === 0 && tsDelta !== 0n) body.fail(`timestamp delta ${tsDelta}, want 0`);
     const timestamp = tsDelta === 0n ? first : BigInt.asIntN(64, first + tsDelta);
     if (timestamp > maxTs) maxTs = timestamp;
-    const id = body.bytes(16, "message id");
+    let id: Buffer;
+    if (deltaIds && i > 0) {
+      const idAt = body.pos;
+      const dh = body.varint64("message id delta");
+      const dl = body.varint64("message id delta");
+      if (body.pos - idAt > 16) body.fail(`a message id delta of ${body.pos - idAt} bytes, longer than the id`);
+      ph = BigInt.asUintN(64, ph + dh);
+      pl = BigInt.asUintN(64, pl + dl);
+      id = Buffer.allocUnsafe(16);
+      id.writeBigUInt64BE(ph, 0);
+      id.writeBigUInt64BE(pl, 8);
+    } else {
+      id = body.bytes(16, "message id");
+      if (deltaIds) {
+        ph = id.readBigUInt64BE(0);
+        pl = id.readBigUInt64BE(8);
+      }
+    }
     const key = body.lenBytes("key");
     const hn = body.uvarint("header count");
     if (hn > MAX_RECORD_HEADERS || hn > (body.end - body.pos) / 2) body.fail(`header count ${hn} too large`);
