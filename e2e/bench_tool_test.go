@@ -306,6 +306,34 @@ func TestBenchPeers(t *testing.T) {
 	}
 }
 
+// TestBenchKafkaTargetOnHermes: pointed at a Hermes node's Kafka
+// listener, -target kafka says what an acknowledgement waits for there
+// (fsyncs), not what Apache Kafka's does, and runs clean.
+func TestBenchKafkaTargetOnHermes(t *testing.T) {
+	n := testcluster.StartNode(t)
+	c := bench.Defaults()
+	c.Target, c.KafkaBrokers, c.Workers, c.Duration, c.DrainTimeout = "kafka", []string{n.KafkaAddr}, 1, 500*time.Millisecond, time.Minute
+	for mode, want := range map[string]string{
+		"consistent": "acks=all on Hermes' Kafka listener, replication factor 1: acknowledged once a quorum of the partition's replicas has fsynced",
+		"eventual":   "acks=1 on Hermes' Kafka listener, replication factor 1: acknowledged once the leader has fsynced",
+	} {
+		c.Mode = mode
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		tg, err := bench.OpenTarget(ctx, &c)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tg.Durability()
+		tg.Close()
+		if !strings.HasPrefix(got, want) || strings.Contains(got, "does not fsync") {
+			t.Errorf("%s: durability %q, want it to start %q", mode, got, want)
+		}
+	}
+	c.Mode = "consistent"
+	checkClean(t, runBench(t, c), false)
+}
+
 // TestBenchScenariosOnCluster runs every scenario briefly against a real
 // 3-node cluster: publishers spread over all nodes (each publish relayed
 // to the partition's leader where needed), the subscriber on the first.

@@ -21,6 +21,9 @@ type kafka struct {
 	cfg   *Config
 	admin *kgo.Client
 	adm   *kadm.Client
+	// hermes: the brokers are Hermes nodes' Kafka listeners (their
+	// cluster id says so), whose acknowledgements wait for fsyncs.
+	hermes bool
 }
 
 func openKafka(ctx context.Context, cfg *Config) (*kafka, error) {
@@ -32,13 +35,25 @@ func openKafka(ctx context.Context, cfg *Config) (*kafka, error) {
 		cl.Close()
 		return nil, fmt.Errorf("kafka %s: %w", strings.Join(cfg.KafkaBrokers, ","), err)
 	}
-	return &kafka{cfg: cfg, admin: cl, adm: kadm.NewClient(cl)}, nil
+	k := &kafka{cfg: cfg, admin: cl, adm: kadm.NewClient(cl)}
+	if md, err := k.adm.BrokerMetadata(ctx); err == nil {
+		k.hermes = strings.HasPrefix(md.Cluster, "hermes")
+	}
+	return k, nil
 }
 
 func (k *kafka) Name() string { return "kafka" }
 
 func (k *kafka) Durability() string {
 	acks := map[string]string{"consistent": "acks=all", "eventual": "acks=1", "performance": "acks=0"}[k.cfg.Mode]
+	if k.hermes {
+		when := map[string]string{
+			"consistent":  "acknowledged once a quorum of the partition's replicas has fsynced the batch (Hermes' consistent mode)",
+			"eventual":    "acknowledged once the leader has fsynced the batch (Hermes' eventual mode)",
+			"performance": "never answered, as Kafka does not answer acks=0; stored as acks=1 is (Hermes' eventual mode)",
+		}[k.cfg.Mode]
+		return fmt.Sprintf("%s on Hermes' Kafka listener, replication factor %d: %s", acks, k.cfg.Replicas, when)
+	}
 	return fmt.Sprintf("%s, replication factor %d: acknowledged once the in-sync replicas have the record in their page cache; "+
 		"Kafka does not fsync per write (log.flush.interval.messages is unlimited by default): durability rests on replication", acks, k.cfg.Replicas)
 }
