@@ -123,7 +123,47 @@ func (h *hermes) CreateTopics(ctx context.Context, names []string, partitions in
 			}
 		}
 	}
+	h.waitLeaders(ctx, names, partitions)
 	return nil
+}
+
+// leaderWait bounds how long CreateTopics waits for the new partitions'
+// first leaders.
+const leaderWait = 5 * time.Second
+
+// waitLeaders waits until the first target knows a leader for every
+// partition of the topics names, so that the run's clock does not start
+// during their first election (about 100 ms on a cluster, during which a
+// publish waits): Kafka's target waits for its new partitions likewise.
+// It gives up silently after leaderWait, or when the cluster cannot be
+// described (no Describe permission): the run then goes on as before.
+func (h *hermes) waitLeaders(ctx context.Context, names []string, partitions int) {
+	ctx, cancel := context.WithTimeout(ctx, leaderWait)
+	defer cancel()
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	for {
+		info, err := h.clients[0].DescribeCluster(ctx)
+		if err != nil {
+			return
+		}
+		led := 0
+		for _, p := range info.Partitions {
+			if want[p.Topic] && p.Leader != 0 {
+				led++
+			}
+		}
+		if led >= len(names)*partitions {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (h *hermes) DeleteTopics(ctx context.Context, names []string) error {

@@ -235,3 +235,60 @@ func topicFromProto(t *hermesv1.TopicInfo) *TopicInfo {
 	}
 	return info
 }
+
+// ClusterInfo is what the answering node knows of its cluster.
+type ClusterInfo struct {
+	// NodeID is the answering node's id; 0 on a single node.
+	NodeID uint64
+	// MetadataLeader is the node leading the metadata group (0: none
+	// known, an election).
+	MetadataLeader uint64
+	Nodes          []ClusterNode
+	Partitions     []ClusterPartition
+}
+
+// ClusterNode is one node of a cluster and where it listens.
+type ClusterNode struct {
+	ID                       uint64
+	GRPCAddress, HTTPAddress string
+}
+
+// ClusterPartition is one partition's place in the cluster.
+type ClusterPartition struct {
+	Topic     string
+	Partition int32
+	// Leader is the node leading the partition, 0 while the answering
+	// node knows none (the partition was just created, or an election).
+	Leader   uint64
+	Replicas []uint64
+	// HighWatermark is filled in only when the answering node leads.
+	HighWatermark int64
+}
+
+// DescribeCluster returns what the node the Client is connected to knows
+// of the cluster: its nodes, the metadata group's leader and every
+// partition's leader and replicas (`hermes cluster status` merges what
+// every node says). A partition created a moment ago may show no leader
+// yet: its replicas elect one within about 100 ms. Errors:
+// ErrPermissionDenied without the Describe permission on the cluster.
+func (c *Client) DescribeCluster(ctx context.Context) (*ClusterInfo, error) {
+	var resp *hermesv1.DescribeClusterResponse
+	err := c.call(ctx, func(ctx context.Context) (e error) {
+		resp, e = c.api.DescribeCluster(ctx, &hermesv1.DescribeClusterRequest{})
+		return e
+	})
+	if err != nil {
+		return nil, err
+	}
+	info := &ClusterInfo{NodeID: resp.GetNodeId(), MetadataLeader: resp.GetMetadataLeader()}
+	for _, n := range resp.GetNodes() {
+		info.Nodes = append(info.Nodes, ClusterNode{ID: n.GetId(), GRPCAddress: n.GetGrpcAddress(), HTTPAddress: n.GetHttpAddress()})
+	}
+	for _, p := range resp.GetPartitions() {
+		info.Partitions = append(info.Partitions, ClusterPartition{
+			Topic: p.GetTopic(), Partition: p.GetPartition(), Leader: p.GetLeader(),
+			Replicas: p.GetReplicas(), HighWatermark: p.GetHighWatermark(),
+		})
+	}
+	return info, nil
+}
