@@ -50,7 +50,7 @@ func (k *kafka) Durability() string {
 		when := map[string]string{
 			"consistent":  "acknowledged once a quorum of the partition's replicas has fsynced the batch (Hermes' consistent mode)",
 			"eventual":    "acknowledged once the leader has fsynced the batch (Hermes' eventual mode)",
-			"performance": "never answered, as Kafka does not answer acks=0; stored as acks=1 is (Hermes' eventual mode)",
+			"performance": "not answered (acks=0, as on Kafka); stored as an acks=1 batch is (Hermes' eventual mode)",
 		}[k.cfg.Mode]
 		return fmt.Sprintf("%s on Hermes' Kafka listener, replication factor %d: %s", acks, k.cfg.Replicas, when)
 	}

@@ -22,18 +22,10 @@ func AppendBatch(dst []byte, baseOffset int64, recs []Record) []byte {
 	if len(recs) == 0 {
 		panic("record: AppendBatch with no records")
 	}
-	// One pass sizes the batch with whole ids (a bound of its size) and
-	// decides whether ids are delta-encoded.
-	n, delta := BatchHeaderSize, len(recs) >= 2
-	first := recs[0].Timestamp
-	for i := range recs {
-		body := recordBodySize(i, &recs[i], first, len(MessageID{}))
-		n += uvarintLen(uint64(body)) + body
-		if delta && i > 0 && !idDeltaFits(&recs[i-1].MessageID, &recs[i].MessageID) {
-			delta = false
-		}
-	}
-	return appendBatch(slices.Grow(dst, n), baseOffset, recs, delta)
+	// Grown to the size with whole ids: a bound of the batch's size that
+	// takes no delta's length.
+	dst = slices.Grow(dst, batchSize(recs, recs[0].Timestamp, false))
+	return appendBatch(dst, baseOffset, recs, deltaIDs(recs))
 }
 
 // appendBatch is AppendBatch with whole ids unless delta (which requires
