@@ -118,7 +118,9 @@ func TestRelayedMemberKeepsCreditAndPacking(t *testing.T) {
 	var batchBytes int64
 	for i := 0; i < 10; i++ {
 		b := packed(newIDs(5), 100)
-		batchBytes = int64(len(b))
+		// Random ids make batches differ by a few bytes (their deltas
+		// vary); the credit is two of the largest.
+		batchBytes = max(batchBytes, int64(len(b)))
 		p0 := int32(0)
 		if _, err := cs[0].Publish(ctxT(t, 10*time.Second), &pb.PublishRequest{Topic: "credit", Partition: &p0, Batch: b}); err != nil {
 			t.Fatal(err)
@@ -177,8 +179,11 @@ func TestRelayedMemberKeepsCreditAndPacking(t *testing.T) {
 	}
 	local := deliveries(coordinator, "at-the-coordinator")
 	remote := deliveries(relayed, "relayed")
-	if !slices.Equal(local, remote) || slices.Max(local) > 2 {
-		t.Fatalf("batches per delivery at the coordinator %v, relayed %v; want the same, at most 2 (the byte credit)", local, remote)
+	// The first delivery spends the whole initial credit (two batches are
+	// waiting); later ones depend on when each credit arrives, so only
+	// their bound is the same.
+	if local[0] != 2 || remote[0] != 2 || slices.Max(local) > 2 || slices.Max(remote) > 2 {
+		t.Fatalf("batches per delivery at the coordinator %v, relayed %v; want 2 first and at most 2 (the byte credit) in each", local, remote)
 	}
 }
 
