@@ -49,7 +49,11 @@ type encoder struct {
 func (e *encoder) encode(msgs []*Message, now time.Time) ([]byte, error) {
 	e.recs, e.hdrs = e.recs[:0], e.hdrs[:0]
 	nowNs := now.UnixNano()
+	// At least the keys and payloads: a batch sure to be too large is
+	// refused before it is encoded; the exact size is known after.
+	least := record.BatchHeaderSize
 	for _, m := range msgs {
+		least += len(m.Key) + len(m.Payload)
 		r := record.Record{MessageID: record.MessageID(m.ID), Timestamp: nowNs, Key: m.Key, Payload: m.Payload}
 		if !m.Timestamp.IsZero() {
 			r.Timestamp = m.Timestamp.UnixNano()
@@ -65,13 +69,17 @@ func (e *encoder) encode(msgs []*Message, now time.Time) ([]byte, error) {
 		}
 		e.recs = append(e.recs, r)
 	}
-	if n := record.BatchSize(e.recs); n > record.MaxBatchBytes {
+	var out []byte
+	if least <= record.MaxBatchBytes {
+		out = record.AppendBatch(getBuffer(), 0, e.recs)
+	}
+	clear(e.recs) // drop references to the caller's slices
+	clear(e.hdrs)
+	if n := max(least, len(out)); n > record.MaxBatchBytes {
+		putBuffer(out)
 		return nil, &Error{Code: CodeMessageTooLarge,
 			Message: fmt.Sprintf("batch of %d bytes exceeds the format's %d", n, record.MaxBatchBytes)}
 	}
-	out := record.AppendBatch(getBuffer(), 0, e.recs)
-	clear(e.recs) // drop references to the caller's slices
-	clear(e.hdrs)
 	return out, nil
 }
 

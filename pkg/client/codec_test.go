@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/hermes-mq/hermes/pkg/record"
 )
 
 // TestCodecRoundTrip: what the producer packs, the consumer unpacks,
@@ -77,4 +79,39 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEncodeSizeBound: a batch is refused when its encoding exceeds the
+// format's bound, whether its payloads alone do or only its framing and
+// headers push it over; a batch just within is encoded whole.
+func TestEncodeSizeBound(t *testing.T) {
+	var enc encoder
+	var dec decoder
+	// Two records whose payloads fill the bound but for room to spare:
+	// the batch is the header, two ids and lengths, and the payloads.
+	fits := func(spare int) []*Message {
+		half := (record.MaxBatchBytes - record.BatchHeaderSize - spare) / 2
+		return []*Message{{ID: MessageID{1}, Payload: make([]byte, half)}, {ID: MessageID{2}, Payload: make([]byte, half)}}
+	}
+	data, err := enc.encode(fits(200), time.Now())
+	if err != nil {
+		t.Fatalf("a batch within the bound: %v", err)
+	}
+	if len(data) > record.MaxBatchBytes {
+		t.Fatalf("encoded %d bytes, more than %d", len(data), record.MaxBatchBytes)
+	}
+	if got, err := dec.decode(data, "t", 0, 0); err != nil || len(got) != 2 {
+		t.Fatalf("decoded %d records, %v", len(got), err)
+	}
+	putBuffer(data)
+	// Payloads within the bound, framing and a header over it.
+	over := fits(0)
+	over[1].Headers = []Header{{Key: "h", Value: make([]byte, 100)}}
+	if _, err := enc.encode(over, time.Now()); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("framing over the bound: err = %v, want ErrMessageTooLarge", err)
+	}
+	// Payloads alone over it: refused before encoding.
+	if _, err := enc.encode(fits(-10), time.Now()); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("payloads over the bound: err = %v, want ErrMessageTooLarge", err)
+	}
 }
