@@ -186,9 +186,13 @@ const (
 	// and a Ready on the follower per leader entry (3 nodes at 10,000
 	// records/s: each follower's CPU 0.24-0.25 cores instead of
 	// 0.29-0.31, latency and throughput no worse: docs/BENCHMARKS.md).
-	// 1 MB a message then bounds a follower to about 1 MB per round
-	// trip and fsync.
-	maxMsgBytes         = 1 << 20
+	// A message's bytes then bound a follower to about that much per
+	// round trip and fsync: at 1 MB a follower fell behind the leader's
+	// 100 MB/s of 1 KB records (its appends then read back from the
+	// log); at 4 MB the 3-node 1 KB x 8 cell published 9-44% more, the
+	// 10,000/s latency cell no different (docs/BENCHMARKS.md). Small
+	// entries still go one round trip each.
+	maxMsgBytes         = 4 << 20
 	maxInflightMsgs     = 1
 	maxUncommittedBytes = 64 << 20
 	// inboxSize bounds the peers' messages received and not yet stepped:
